@@ -1,0 +1,34 @@
+import type { Protocol } from './model.js';
+import type { ServicePortName } from './service-port-name.js';
+
+/** Which Service address a portal captures. */
+export type PortalKind = 'cluster-ip' | 'external-ip' | 'load-balancer' | 'node-port';
+
+/**
+ * One capture rule in redirect mode: traffic to `ip:port` (any local address when `ip` is null, for
+ * node ports) is sent to the proxy socket at `proxyIP:proxyPort`.
+ */
+export interface Portal {
+  service: ServicePortName;
+  protocol: Protocol;
+  kind: PortalKind;
+  /** The Service address; null for a node port, which is captured on every local address. */
+  ip: string | null;
+  port: number;
+  /** Where the proxy socket listens ("0.0.0.0" means REDIRECT, anything else DNAT). */
+  proxyIP: string;
+  proxyPort: number;
+}
+
+/**
+ * Installs and removes capture rules in redirect mode. The default installs nothing (traffic must
+ * reach the proxy port by other means); the iptables implementation owns its own NAT chains.
+ */
+export interface PortalManager {
+  /** Idempotent: opening an open portal is a no-op. Rejects with PortalError. */
+  open(portal: Portal): Promise<void>;
+  /** Idempotent: closing a closed portal is a no-op. Rejects with PortalError. */
+  close(portal: Portal): Promise<void>;
+  /** Removes everything a previous run left (the daemon's `--cleanup`, and at start). */
+  cleanupLeftovers(): Promise<void>;
+}

@@ -1,0 +1,51 @@
+import { isIPv6 } from 'node:net';
+import type { Protocol } from './model.js';
+
+/**
+ * Names one port of one Service. Keys are (namespace, name, port) as in the reference: `protocol` is
+ * carried for display and is not part of the identity, because port names are unique in a Service.
+ */
+export interface ServicePortName {
+  namespace: string;
+  name: string;
+  /** The *name* of the Service port, possibly "". */
+  port: string;
+  protocol?: Protocol;
+}
+
+/** "ns/name:port", or "ns/name" when the port name is "": the key of every per-port map, and the log form. */
+export function servicePortNameString(n: ServicePortName): string {
+  return n.port === '' ? `${n.namespace}/${n.name}` : `${n.namespace}/${n.name}:${n.port}`;
+}
+
+/**
+ * Joins a host and a port the way Go's net.JoinHostPort does: IPv6 literals are bracketed, so
+ * "fd00::1" and 80 give "[fd00::1]:80". Endpoint strings everywhere in the project have this form.
+ */
+export function joinHostPort(host: string, port: number): string {
+  return isIPv6(host) || host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * Splits an endpoint string made by {@link joinHostPort}. Returns undefined for anything else, so a
+ * caller can reject a malformed value instead of dialling garbage.
+ */
+export function splitHostPort(hostPort: string): { host: string; port: number } | undefined {
+  let host: string;
+  let portText: string;
+  if (hostPort.startsWith('[')) {
+    const end = hostPort.indexOf(']:');
+    if (end < 0) return undefined;
+    host = hostPort.slice(1, end);
+    portText = hostPort.slice(end + 2);
+  } else {
+    const colon = hostPort.lastIndexOf(':');
+    if (colon <= 0 || hostPort.indexOf(':') !== colon) return undefined;
+    host = hostPort.slice(0, colon);
+    portText = hostPort.slice(colon + 1);
+  }
+  if (!/^\d{1,5}$/.test(portText)) return undefined;
+  const port = Number(portText);
+  if (port > 65_535 || host === '') return undefined;
+  return { host, port };
+}

@@ -1,0 +1,2 @@
+/** The public surface of @userspace-proxy/kubernetes. */
+export {};

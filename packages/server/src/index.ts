@@ -1,0 +1,2 @@
+/** The public surface of @userspace-proxy/server (the daemon's building blocks). */
+export { VERSION } from './version.js';
