@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { objectKey, splitObjectKey, tryObjectKey, UNKNOWN_KEY } from './object-key.js';
+
+describe('object keys', () => {
+  it('joins namespace and name, defaulting the namespace', () => {
+    expect(objectKey({ metadata: { name: 'web', namespace: 'ns' } })).toBe('ns/web');
+    expect(objectKey({ metadata: { name: 'web' } })).toBe('default/web');
+    expect(objectKey({ metadata: { name: 'web', namespace: '' } })).toBe('default/web');
+    expect(objectKey({ metadata: { name: 'web', namespace: null } })).toBe('default/web');
+  });
+
+  it('has no key for objects without a usable identity, and never throws', () => {
+    const throwing = {
+      get metadata(): never {
+        throw new Error('x');
+      },
+    };
+    for (const value of [
+      undefined,
+      null,
+      42,
+      'ns/web',
+      {},
+      { metadata: null },
+      { metadata: { name: '' } },
+      { metadata: { name: 5 } },
+      { metadata: { name: 'a', namespace: 5 } },
+      throwing,
+    ]) {
+      expect(tryObjectKey(value)).toBeUndefined();
+      expect(objectKey(value)).toBe(UNKNOWN_KEY);
+    }
+  });
+
+  it('splits keys back', () => {
+    expect(splitObjectKey('ns/web')).toEqual({ namespace: 'ns', name: 'web' });
+    expect(splitObjectKey('web')).toBeUndefined();
+    expect(splitObjectKey('/web')).toBeUndefined();
+    expect(splitObjectKey('ns/')).toBeUndefined();
+    expect(splitObjectKey(UNKNOWN_KEY)).toBeUndefined();
+  });
+});

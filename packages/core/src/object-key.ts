@@ -1,0 +1,57 @@
+/**
+ * "namespace/name" keys, the identity of an object in every informer store and config fan-out. They
+ * are computed the same way everywhere so that a store, the fan-out's delivered-object map and the
+ * Proxier agree on which events belong to one object.
+ */
+
+/**
+ * The namespace of an object that names none, as the API server defaults it. Manifest files often
+ * leave it out; validation fills it in so every later component sees the same key.
+ */
+export const DEFAULT_NAMESPACE = 'default';
+
+/**
+ * The "ns/name" key of an object, or undefined when it has no usable identity (no object, no
+ * `metadata`, a `metadata.name` that is not a non-empty string, or a namespace that is not a string).
+ * Never throws, whatever is passed: stores use it on untrusted input before any validation.
+ * An absent, null or "" namespace is {@link DEFAULT_NAMESPACE}.
+ */
+export function tryObjectKey(obj: unknown): string | undefined {
+  try {
+    if (typeof obj !== 'object' || obj === null) return undefined;
+    const metadata: unknown = (obj as { metadata?: unknown }).metadata;
+    if (typeof metadata !== 'object' || metadata === null) return undefined;
+    const { name, namespace } = metadata as { name?: unknown; namespace?: unknown };
+    if (typeof name !== 'string' || name === '') return undefined;
+    if (namespace === undefined || namespace === null || namespace === '') {
+      return `${DEFAULT_NAMESPACE}/${name}`;
+    }
+    if (typeof namespace !== 'string') return undefined;
+    return `${namespace}/${name}`;
+  } catch {
+    // A getter or proxy trap threw: such an object has no identity we can trust.
+    return undefined;
+  }
+}
+
+/**
+ * The "ns/name" key of an object, for logs and for objects already validated (whose key always
+ * exists). An object without a usable identity gives {@link UNKNOWN_KEY}; key maps with
+ * {@link tryObjectKey} instead, so that two such objects never share an entry.
+ */
+export function objectKey(obj: unknown): string {
+  return tryObjectKey(obj) ?? UNKNOWN_KEY;
+}
+
+/** What {@link objectKey} returns for an object it cannot name; never a valid key (no "/"). */
+export const UNKNOWN_KEY = '<unknown>';
+
+/**
+ * Splits a key made by {@link objectKey} at its first "/" (names never contain one; namespaces
+ * never do either). Returns undefined for a string that is not a key, so a caller can reject it.
+ */
+export function splitObjectKey(key: string): { namespace: string; name: string } | undefined {
+  const slash = key.indexOf('/');
+  if (slash <= 0 || slash === key.length - 1) return undefined;
+  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
