@@ -119,10 +119,13 @@ export class ProxyOnLocalhostError extends ProxyError {
 export class InvalidObjectError extends ProxyError {
   readonly kind: string;
   readonly key: string;
+  /** What is wrong, without the kind and key: what the `objectRejected` channel publishes. */
+  readonly reason: string;
   constructor(kind: string, key: string, reason: string) {
     super('ERR_INVALID_OBJECT', `ignoring ${kind} ${key}: ${reason}`);
     this.kind = kind;
     this.key = key;
+    this.reason = reason;
   }
 }
 
@@ -144,11 +147,12 @@ export class CommandError extends ProxyError {
 
 /** Conntrack entries could not be removed; stale UDP flows may reach old endpoints. */
 export class ConntrackError extends ProxyError {
-  constructor(ip: string, options?: { cause?: unknown }) {
+  /** `hint`, when given, is appended to the message: what the operator should do (install conntrack). */
+  constructor(ip: string, options?: { cause?: unknown; hint?: string }) {
     super(
       'ERR_CONNTRACK',
-      `error deleting connection tracking state for UDP service IP ${ip}`,
-      options,
+      `error deleting connection tracking state for UDP service IP ${ip}${options?.hint ? `: ${options.hint}` : ''}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
   }
 }
@@ -165,5 +169,37 @@ export class PortalError extends ProxyError {
 export class LimitReachedError extends ProxyError {
   constructor(what: string, limit: number) {
     super('ERR_LIMIT_REACHED', `${what} limit of ${limit} reached`);
+  }
+}
+
+/**
+ * A handler changed an object it was given by a config fan-out. Objects are shared with the informer's
+ * cache and with every other handler, so a mutation corrupts what everyone else sees; it is reported
+ * (never tolerated) when mutation detection is on. Copy an object before changing it.
+ */
+export class CacheMutationError extends ProxyError {
+  readonly kind: string;
+  readonly key: string;
+  /** The first field found changed, e.g. `spec.ports[0].port`, or "" for the object itself. */
+  readonly path: string;
+  constructor(kind: string, key: string, path: string) {
+    super(
+      'ERR_CACHE_MUTATION',
+      `a handler mutated the cached ${kind} ${key}${path === '' ? '' : ` at ${path}`}; copy objects before changing them`,
+    );
+    this.kind = kind;
+    this.key = key;
+    this.path = path;
+  }
+}
+
+/**
+ * Removing what a previous run left (iptables chains and jump rules) failed for a reason other than
+ * "not there". `cause` holds each failure; whatever could be removed was removed.
+ */
+export class CleanupError extends ProxyError {
+  constructor(what: string, options?: { cause?: unknown }) {
+    const reason = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super('ERR_CLEANUP', `failed to clean up ${what}${reason}`, options);
   }
 }
