@@ -1,0 +1,211 @@
+import type { ProxyMode } from './proxier.js';
+import type { ProxierContext, SyncRun } from './proxier-context.js';
+import { compareSpecs, type ServicePortSpec, specAddresses } from './proxier-service-port.js';
+import type { ServiceInfo } from './service-info.js';
+import type { ServiceInfoImpl } from './service-info-impl.js';
+
+/** What both modes keep per served Service port. */
+export interface ModeEntry {
+  /** The spec being served; replaced in place for TTL-only and uid-only changes. */
+  spec: ServicePortSpec;
+  /** True once `lb.newService` has been called for this entry. */
+  lbKnown: boolean;
+}
+
+/**
+ * How many Service ports that failed to open (a socket that could not bind, a portal rule that
+ * failed) one sync retries, besides those it is working on anyway. Failed ports are retried in
+ * turn, so every one gets another chance every few periodic syncs, and a sync never turns into a
+ * sweep over every Service (the reference's `ensurePortals`, kubernetes#26148).
+ */
+export const MAX_RETRIES_PER_SYNC = 32;
+
+/**
+ * The part of the Proxier that differs between capture modes: what is opened for one Service port.
+ * The base class holds what is the same: one entry per Service port, deciding between keeping,
+ * updating in place and re-creating, the load-balancer registration, the lifecycle of infos, the
+ * retry of what failed, and conntrack bookkeeping for UDP ports that go away. Work is per entry: a
+ * sync only ever touches the entries its changes (and its bounded retries) name.
+ */
+export abstract class ServicePortMode<E extends ModeEntry> {
+  abstract readonly mode: ProxyMode;
+  protected readonly ctx: ProxierContext;
+  protected readonly entries = new Map<string, E>();
+  /** Keys of entries with something not open, in the order they are retried. */
+  readonly #failed = new Set<string>();
+
+  constructor(ctx: ProxierContext) {
+    this.ctx = ctx;
+  }
+
+  /** A new, not yet opened entry for `spec`. */
+  protected abstract newEntry(spec: ServicePortSpec): E;
+  /** Opens whatever of the entry is not open yet; true when nothing is left failed. */
+  protected abstract ensure(entry: E, run: SyncRun): Promise<boolean>;
+  /** Closes everything the entry opened and releases its claims; never throws. */
+  protected abstract teardown(entry: E, run: SyncRun): Promise<void>;
+  /** Every info the entry holds (started together, updated in place together). */
+  protected abstract entryInfos(entry: E): ServiceInfoImpl[];
+  /** The infos the Proxier reports through `serviceInfos()`. */
+  protected abstract publicInfos(entry: E): ServiceInfo[];
+  /** The info for `getServiceInfo(svcPort, portalIP)`. */
+  protected abstract lookup(entry: E, portalIP: string | undefined): ServiceInfo | undefined;
+
+  /** Makes the Service port match `spec`: nothing, an in-place update, a first open or a re-creation. */
+  async apply(spec: ServicePortSpec, run: SyncRun): Promise<void> {
+    const entry = this.entries.get(spec.key);
+    if (entry !== undefined) {
+      const change = compareSpecs(entry.spec, spec);
+      if (change !== 'recreate') {
+        if (change === 'in-place') this.#updateInPlace(entry, spec);
+        if (this.#failed.has(spec.key)) await this.#ensure(entry, run);
+        return;
+      }
+      this.ctx.log.info(`${spec.key} changed; re-creating its proxy`);
+      await this.#stop(entry, run);
+    } else {
+      this.ctx.log.info(`adding ${spec.key} (${spec.protocol} ${spec.clusterIP}:${spec.port})`);
+    }
+    const fresh = this.newEntry(spec);
+    this.entries.set(spec.key, fresh);
+    await this.#ensure(fresh, run);
+  }
+
+  /** Stops serving a Service port and makes the load balancer forget it. */
+  async remove(key: string, run: SyncRun): Promise<void> {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return;
+    this.ctx.log.info(`stopping ${key}`);
+    await this.#stop(entry, run);
+    try {
+      this.ctx.lb.deleteService(entry.spec.name);
+    } catch (error) {
+      this.ctx.log.error(`the load balancer failed to delete ${key}`, error);
+    }
+  }
+
+  /**
+   * Retries, in this order: the entries waiting for a port that was released during this sync (all
+   * of them, each once), then up to `max` of the entries that failed in an earlier sync and were not
+   * tried again in this one.
+   */
+  async retryPending(run: SyncRun, max: number): Promise<void> {
+    const done = new Set<string>();
+    for (;;) {
+      const next = first(run.retry);
+      if (next === undefined) break;
+      run.retry.delete(next);
+      if (done.has(next)) continue;
+      done.add(next);
+      const entry = this.entries.get(next);
+      if (entry !== undefined) await this.#ensure(entry, run);
+    }
+    let budget = max;
+    for (const key of [...this.#failed]) {
+      if (budget <= 0) break;
+      if (done.has(key) || run.attempted.has(key)) continue;
+      budget--;
+      // Deleted first so that a port failing again goes to the back of the queue.
+      this.#failed.delete(key);
+      const entry = this.entries.get(key);
+      if (entry !== undefined) await this.#ensure(entry, run);
+    }
+  }
+
+  /** The specs being served, for the per-sync sticky-session cleanup. */
+  *specs(): IterableIterator<ServicePortSpec> {
+    for (const entry of this.entries.values()) yield entry.spec;
+  }
+
+  /** How many Service ports are being served (or retried). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** How many Service ports have something that failed to open and will be retried. */
+  get failedCount(): number {
+    return this.#failed.size;
+  }
+
+  /** See `Proxier.getServiceInfo`. */
+  getServiceInfo(key: string, portalIP?: string): ServiceInfo | undefined {
+    const entry = this.entries.get(key);
+    return entry === undefined ? undefined : this.lookup(entry, portalIP);
+  }
+
+  /** See `Proxier.serviceInfos`. */
+  serviceInfos(): ServiceInfo[] {
+    return [...this.entries.values()].flatMap((entry) => this.publicInfos(entry));
+  }
+
+  /** Closes every entry; the load balancer keeps its state. */
+  async shutdown(run: SyncRun): Promise<void> {
+    const entries = [...this.entries.values()];
+    this.entries.clear();
+    this.#failed.clear();
+    for (const entry of entries) await this.#teardown(entry, run);
+  }
+
+  async #ensure(entry: E, run: SyncRun): Promise<void> {
+    const { key } = entry.spec;
+    run.attempted.add(key);
+    let complete = false;
+    try {
+      complete = await this.ensure(entry, run);
+    } catch (error) {
+      this.ctx.log.error(`opening ${key} failed`, error);
+    }
+    if (!entry.lbKnown) {
+      try {
+        const { name, affinity, stickyMaxAgeSeconds } = entry.spec;
+        this.ctx.lb.newService(name, affinity, stickyMaxAgeSeconds);
+        entry.lbKnown = true;
+      } catch (error) {
+        complete = false;
+        this.ctx.log.error(`the load balancer refused ${key}`, error);
+      }
+    }
+    if (entry.lbKnown) for (const info of this.entryInfos(entry)) info.setStarted();
+    if (complete) this.#failed.delete(key);
+    else this.#failed.add(key);
+  }
+
+  #updateInPlace(entry: E, spec: ServicePortSpec): void {
+    const ttlChanged = entry.spec.stickyMaxAgeSeconds !== spec.stickyMaxAgeSeconds;
+    entry.spec = spec;
+    for (const info of this.entryInfos(entry)) {
+      info.setServiceRef(spec.serviceRef);
+      info.setStickyMaxAgeSeconds(spec.stickyMaxAgeSeconds);
+    }
+    if (ttlChanged && entry.lbKnown) {
+      try {
+        this.ctx.lb.newService(spec.name, spec.affinity, spec.stickyMaxAgeSeconds);
+      } catch (error) {
+        this.ctx.log.error(`the load balancer refused the new affinity TTL of ${spec.key}`, error);
+      }
+    }
+  }
+
+  /** Tears an entry down and forgets it; a UDP port's addresses are queued for conntrack. */
+  async #stop(entry: E, run: SyncRun): Promise<void> {
+    this.entries.delete(entry.spec.key);
+    this.#failed.delete(entry.spec.key);
+    await this.#teardown(entry, run);
+    if (entry.spec.protocol === 'UDP') {
+      for (const ip of specAddresses(entry.spec)) run.staleUdpIPs.add(ip);
+    }
+  }
+
+  async #teardown(entry: E, run: SyncRun): Promise<void> {
+    try {
+      await this.teardown(entry, run);
+    } catch (error) {
+      this.ctx.log.error(`closing ${entry.spec.key} failed`, error);
+    }
+  }
+}
+
+function first<T>(set: Set<T>): T | undefined {
+  for (const value of set) return value;
+  return undefined;
+}
