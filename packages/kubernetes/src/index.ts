@@ -1,2 +1,62 @@
-/** The public surface of @userspace-proxy/kubernetes. */
-export {};
+/**
+ * The public surface of @userspace-proxy/kubernetes: Kubernetes sources for the proxy, built from
+ * `@kubernetes/client-node` informers (or from the integrator's own), and a flood-protected
+ * Kubernetes event recorder. Every export is named on purpose.
+ */
+
+export type { BackoffOptions } from './backoff.js';
+export { Backoff, DEFAULT_BACKOFF } from './backoff.js';
+export type {
+  CoreV1EventBody,
+  CorrelationResult,
+  EventCorrelatorOptions,
+  EventPatch,
+} from './event-correlator.js';
+export { COMBINED_PREFIX, DEFAULT_EVENT_CORRELATOR, EventCorrelator } from './event-correlator.js';
+export type {
+  EventRecorderStats,
+  KubernetesEventRecorderOptions,
+} from './event-recorder-kubernetes.js';
+export { KubernetesEventRecorder } from './event-recorder-kubernetes.js';
+export type { EventSink } from './event-sink.js';
+export { clientNodeEventSink } from './event-sink.js';
+export { FilteringInformer } from './filtering-informer.js';
+export type { GuardedWatchOptions } from './guarded-watch.js';
+export { GuardedWatch } from './guarded-watch.js';
+export type { ClientNodeInformer, InformerAdapterOptions } from './informer-adapter.js';
+export {
+  ClientNodeInformerAdapter,
+  DEFAULT_RESYNC_PERIOD_MS,
+  fromClientNodeInformer,
+} from './informer-adapter.js';
+export type { KubeConfigSource } from './kube-config.js';
+export { loadKubeConfig, SERVICE_ACCOUNT_DIR } from './kube-config.js';
+export type {
+  GuardedInformer,
+  GuardedInformerOptions,
+  InformerSpec,
+  KubeInformerOptions,
+} from './kube-informer.js';
+export { createGuardedInformer, createKubeInformer } from './kube-informer.js';
+export type { ListResult, PagedListOptions } from './list-pager.js';
+export { ApiStatusError, makePagedList } from './list-pager.js';
+export type { NodeLike } from './node-info.js';
+export { isNodeEligible, NodeInfo, nodeIPsOf, TO_BE_DELETED_TAINT } from './node-info.js';
+export type { KeyedObject } from './object-validation.js';
+export {
+  HEADLESS_LABEL,
+  isProxiedEndpoints,
+  isProxiedService,
+  matchesProxyLabels,
+  nodeFieldSelector,
+  PROXY_LABEL_SELECTOR,
+  SERVICE_FIELD_SELECTOR,
+  SERVICE_PROXY_NAME_LABEL,
+} from './selectors.js';
+export type {
+  KubernetesSources,
+  KubernetesSourcesOptions,
+  ProvidedInformer,
+} from './sources.js';
+export { createKubernetesSources } from './sources.js';
+export type { Timers } from './timers.js';
