@@ -1,3 +1,6 @@
+import { formatWithOptions } from 'node:util';
+import { type ILogObj, Logger as TsLogger } from 'tslog';
+
 /**
  * The logger every component takes. Its shape is a subset of tslog 4's `Logger`, so a tslog logger
  * (or anything with these methods) can be passed as is. Library code never writes to the console:
@@ -32,4 +35,52 @@ export const noopLogger: Logger = {
 /** The sub-logger for `component`, or the silent one when no logger was given. */
 export function componentLogger(logger: Logger | undefined, component: string): Logger {
   return logger ? logger.getSubLogger({ name: component }) : noopLogger;
+}
+
+/** Options of {@link createLogger}. */
+export interface CreateLoggerOptions {
+  /** The root name, shown in every line. */
+  name?: string;
+  /** "json": one object per line, for collectors; "pretty": for people; "hidden": transports only. Default "pretty". */
+  format?: 'json' | 'pretty' | 'hidden';
+  /** The lowest level written: 0 silly, 1 trace, 2 debug, 3 info, 4 warn, 5 error, 6 fatal. Default 3. */
+  minLevel?: number;
+  /** Where each finished line goes. Default: process.stderr, so stdout stays free for program output. */
+  write?: (line: string) => void;
+  /** ANSI colours in "pretty" lines. Default: only when stderr is a terminal. */
+  colors?: boolean;
+}
+
+/**
+ * A tslog 4 logger that satisfies {@link Logger}. It lives in core (which depends on tslog) so that the
+ * daemon and the examples get the project's one log format without each depending on tslog.
+ */
+export function createLogger(options: CreateLoggerOptions = {}): Logger {
+  const write = options.write ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const colors = options.colors ?? process.stderr.isTTY === true;
+  return new TsLogger<ILogObj>({
+    name: options.name ?? 'userspace-proxy',
+    type: options.format ?? 'pretty',
+    minLevel: options.minLevel ?? 3,
+    stylePrettyLogs: colors,
+    hideLogPositionForProduction: true,
+    prettyInspectOptions: { colors, breakLength: Number.POSITIVE_INFINITY, depth: 6 },
+    prettyLogLevelMethod: {
+      '*': (...args: unknown[]) => write(formatWithOptions({ colors }, ...args)),
+    },
+    overwrite: { transportJSON: (json: unknown) => write(safeStringify(json)) },
+  });
+}
+
+/** JSON.stringify that survives cycles and bigints: a log line must never throw. */
+function safeStringify(value: unknown): string {
+  const seen = new WeakSet<object>();
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (typeof v === 'bigint') return v.toString();
+    if (typeof v === 'object' && v !== null) {
+      if (seen.has(v)) return '[Circular]';
+      seen.add(v);
+    }
+    return v;
+  });
 }

@@ -1,2 +1,86 @@
-/** The public surface of @userspace-proxy/server (the daemon's building blocks). */
+/**
+ * The public surface of @userspace-proxy/server: the daemon's building blocks, for programs that
+ * want the daemon's configuration handling, health and metrics servers or manifest source without
+ * its command line. Every export is named on purpose; `main.ts` (the bin) is not exported.
+ */
+
+export { runCleanup } from './cleanup.js';
+export type { CliOptions, CliResult } from './cli.js';
+export { buildProgram, parseCommandLine } from './cli.js';
+export type { DecodeResult, ResolvedConfiguration, ResolveOptions } from './config-load.js';
+export {
+  decodeConfiguration,
+  loadConfigurationFile,
+  overlayFlags,
+  resolveConfiguration,
+} from './config-load.js';
+export type {
+  ClientConnectionConfiguration,
+  ConfigInput,
+  ConntrackConfiguration,
+  IPTablesConfiguration,
+  KubeProxyConfiguration,
+  LoggingConfiguration,
+  UserspaceProxyConfiguration,
+} from './config-schema.js';
+export {
+  CONFIG_API_VERSION,
+  CONFIG_KIND,
+  configFileSchema,
+  DEFAULT_HEALTHZ_PORT,
+  DEFAULT_METRICS_PORT,
+  DEFAULT_PROXY_MODE,
+  DEFAULT_USERSPACE_PROXY,
+  defaultConfiguration,
+  effectiveProxyMode,
+  mergeInput,
+  PROXY_MODES,
+} from './config-schema.js';
+export { validateConfiguration, validateHostPort } from './config-validate.js';
+export { configurationYaml, toExternalConfiguration } from './config-write.js';
+export { configzBody, toInternalConfiguration } from './configz.js';
+export type { DaemonOptions } from './daemon.js';
+export { Daemon, loggingRecorder } from './daemon.js';
+export { ConnectionTracker } from './drain.js';
+export { DurationParseError, formatDuration, parseDuration } from './duration.js';
+export type { FieldErrorType, RenderedValue } from './field-error.js';
+export { aggregate, FieldError } from './field-error.js';
+export type { WatchFileOptions } from './file-watch.js';
+export { watchFile } from './file-watch.js';
+export type { HealthResponseObserver, HealthServerOptions } from './health-server.js';
+export { createHealthServer, healthHandler } from './health-server.js';
+export type { Clock, HealthStatus, ProxierHealthOptions } from './healthz-state.js';
+export { goTimeString, healthBody, ProxierHealth, systemClock } from './healthz-state.js';
+export type { RetryingListenerOptions } from './http-listen.js';
+export { LISTEN_RETRY_MS, RetryingListener } from './http-listen.js';
+export type { DaemonLoggerOptions } from './logging.js';
+export { createDaemonLogger, verbosityToMinLevel } from './logging.js';
+export type { ManifestContents, ManifestParseResult } from './manifest-parse.js';
+export {
+  MAX_MANIFEST_BYTES,
+  MAX_MANIFEST_ERRORS,
+  MAX_MANIFEST_OBJECTS,
+  parseManifest,
+} from './manifest-parse.js';
+export type { ProxyMetricsOptions } from './metrics.js';
+export { LAST_CHANGE_TRIGGER_TIME, ProxyMetrics } from './metrics.js';
+export type { MetricsServerOptions } from './metrics-server.js';
+export { createMetricsServer, metricsHandler } from './metrics-server.js';
+export type { ProxierEnvironmentOptions } from './proxier-options.js';
+export { coreProxyMode, nodeIPsFor, proxierOptionsFor } from './proxier-options.js';
+export type { CommandIO } from './run.js';
+export { processIO, runCommand } from './run.js';
+export type { ManifestSourceOptions, ReloadOutcome } from './source-manifest.js';
+export { createManifestSource, ManifestError, ManifestSource } from './source-manifest.js';
+export type { SourceFactoryOptions } from './source-select.js';
+export { createSources } from './source-select.js';
+export type {
+  KubernetesImporter,
+  KubernetesSourcesOptions,
+  ProxySources,
+  SourceChoice,
+} from './sources.js';
+export { chooseSource, KUBERNETES_UNAVAILABLE, loadClusterSources } from './sources.js';
 export { VERSION } from './version.js';
+export type { SourceObservers } from './wiring.js';
+export { observeSources } from './wiring.js';

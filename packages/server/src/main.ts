@@ -1,10 +1,14 @@
 #!/usr/bin/env node
-import { VERSION } from './version.js';
+import { runCommand } from './run.js';
 
-// Placeholder until the daemon lands: answers --version and --help only.
-const arg = process.argv[2];
-if (arg === '--version') {
-  process.stdout.write(`userspace-proxy ${VERSION}\n`);
-} else {
-  process.stdout.write('usage: userspace-proxy [--help] [--version]\n');
-}
+// The bin entry: everything else is in run.ts, which never exits the process itself. Exiting here
+// (rather than waiting for the event loop to empty) ends connections still open after the drain.
+runCommand(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(
+      `userspace-proxy: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  },
+);

@@ -1,0 +1,316 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { Server } from 'node:http';
+import { hostname } from 'node:os';
+import {
+  CHANNELS,
+  componentLogger,
+  EndpointSliceConfig,
+  EndpointsConfig,
+  type EventRecorder,
+  ExecConntrackCleaner,
+  IptablesPortalManager,
+  type Logger,
+  newProxier,
+  type ObjectReference,
+  type Proxier,
+  type ProxierOptions,
+  ServiceConfig,
+} from '@userspace-proxy/core';
+import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
+import { configzBody } from './configz.js';
+import { ConnectionTracker } from './drain.js';
+import { createHealthServer } from './health-server.js';
+import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
+import { parseListenAddress } from './host-port.js';
+import { RetryingListener } from './http-listen.js';
+import { ProxyMetrics } from './metrics.js';
+import { createMetricsServer } from './metrics-server.js';
+import { proxierOptionsFor } from './proxier-options.js';
+import { createSources, type SourceFactoryOptions } from './source-select.js';
+import type { ProxySources } from './sources.js';
+import { VERSION } from './version.js';
+import { observeSources } from './wiring.js';
+
+/**
+ * The daemon: sources → config fan-out → Proxier, with the health and metrics servers beside it. It
+ * never exits the process itself: `exited` resolves with the exit code the process should use, and
+ * main.ts does the exiting, so the whole lifecycle runs in tests.
+ */
+
+/** Options of {@link Daemon}; everything but the configuration and logger has a default. */
+export interface DaemonOptions {
+  config: KubeProxyConfiguration;
+  logger: Logger;
+  /** `--master`. */
+  master?: string;
+  env?: Record<string, string | undefined>;
+  clock?: Clock;
+  /** Builds the sources. Default: the manifest file or the cluster, per the configuration. */
+  createSources?: (options: SourceFactoryOptions) => Promise<ProxySources>;
+  /** Builds the cluster source (see SourceFactoryOptions.clusterSource). */
+  clusterSource?: SourceFactoryOptions['clusterSource'];
+  /** Default core's newProxier. */
+  createProxier?: (options: ProxierOptions) => Promise<Proxier>;
+  /** Retry interval for a failed health/metrics bind. Default 5 s. */
+  listenRetryMs?: number;
+}
+
+/** A running (or stopping) daemon. */
+export class Daemon {
+  readonly #options: DaemonOptions;
+  readonly #config: KubeProxyConfiguration;
+  readonly #log: Logger;
+  readonly #abort = new AbortController();
+  readonly #tracker = new ConnectionTracker();
+  readonly #cleanups: (() => void)[] = [];
+  readonly #listeners: RetryingListener[] = [];
+  readonly #exit: { promise: Promise<number>; resolve: (code: number) => void };
+  #proxier: Proxier | undefined;
+  #recorder: EventRecorder | undefined;
+  #stopping: Promise<void> | undefined;
+  #draining = false;
+  #eligible: (() => boolean) | undefined;
+  readonly #skipDrain = new AbortController();
+  readonly metrics: ProxyMetrics;
+  readonly health: ProxierHealth;
+  readonly nodeRef: ObjectReference;
+
+  constructor(options: DaemonOptions) {
+    this.#options = options;
+    this.#config = options.config;
+    this.#log = componentLogger(options.logger, 'daemon');
+    let resolve: (code: number) => void = () => {};
+    const promise = new Promise<number>((r) => {
+      resolve = r;
+    });
+    this.#exit = { promise, resolve };
+    const clock = options.clock ?? systemClock;
+    this.health = new ProxierHealth({
+      healthTimeoutMs: 2 * this.#config.iptables.syncPeriod,
+      clock,
+    });
+    this.metrics = new ProxyMetrics({ clock });
+    const nodeName = (this.#config.hostnameOverride || hostname()).trim().toLowerCase();
+    this.nodeRef = { kind: 'Node', name: nodeName, uid: nodeName };
+  }
+
+  /** Resolves with the exit code once the daemon has stopped for any reason. */
+  get exited(): Promise<number> {
+    return this.#exit.promise;
+  }
+
+  /** The bound address of the health server (or undefined until it listens). */
+  healthAddress() {
+    return this.#listeners[0]?.address();
+  }
+
+  /** The bound address of the metrics server (or undefined until it listens). */
+  metricsAddress() {
+    return this.#listeners[1]?.address();
+  }
+
+  /**
+   * Builds the sources and the Proxier (any failure rejects here, before anything listens), then
+   * starts the servers, the fan-out and the sync loop, and records the "Starting" event.
+   */
+  async start(): Promise<void> {
+    const config = this.#config;
+    const log = this.#options.logger;
+    const mode = effectiveProxyMode(config);
+    this.#log.info(
+      `Starting userspace-proxy v${VERSION} on node ${this.nodeRef.name} (mode ${mode}, Node.js ${process.version})`,
+    );
+    if (config.nodePortAddresses.length === 0) {
+      this.#log.info(
+        'nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`',
+      );
+    }
+    const sources = await (this.#options.createSources ?? createSources)({
+      config,
+      master: this.#options.master ?? '',
+      nodeName: this.nodeRef.name,
+      logger: log,
+      metrics: this.metrics,
+      ...(this.#options.env ? { env: this.#options.env } : {}),
+      ...(this.#options.clusterSource ? { clusterSource: this.#options.clusterSource } : {}),
+    });
+    this.#eligible = sources.nodeEligible?.bind(sources);
+    const recorder = sources.recorder ?? loggingRecorder(componentLogger(log, 'events'));
+    this.#recorder = recorder;
+    const redirect = mode === 'userspace';
+    const proxierOptions = proxierOptionsFor(config, {
+      logger: log,
+      recorder,
+      sourceNodeIPs: sources.nodeIPs?.(),
+      portals: redirect ? new IptablesPortalManager({ logger: log }) : undefined,
+      conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
+    });
+    const proxier = await (this.#options.createProxier ?? newProxier)(proxierOptions);
+    this.#proxier = proxier;
+    if (this.#stopping !== undefined) {
+      // Stopped (a signal) while starting: the stop has run; do not start serving after it.
+      await proxier.shutdown();
+      return;
+    }
+
+    const signal = this.#abort.signal;
+    const services = new ServiceConfig(sources.services, { logger: log });
+    services.registerEventHandler(proxier);
+    const configs: { run(signal: AbortSignal): Promise<void> }[] = [services];
+    const observed = observeSources(this.metrics);
+    services.registerEventHandler(observed.services);
+    if (sources.endpointSlices) {
+      const slices = new EndpointSliceConfig(sources.endpointSlices, { logger: log });
+      slices.registerEventHandler(proxier);
+      slices.registerEventHandler(observed.endpointSlices);
+      configs.push(slices);
+    }
+    if (sources.endpoints) {
+      const endpoints = new EndpointsConfig(sources.endpoints, { logger: log });
+      endpoints.registerEventHandler(proxier);
+      endpoints.registerEventHandler(observed.endpoints);
+      configs.push(endpoints);
+    }
+
+    this.#cleanups.push(
+      this.metrics.subscribe(),
+      this.#tracker.subscribe(),
+      this.#observeHealth(observed.currentServices),
+    );
+    this.#startServers(config, mode);
+    const background = (what: string, run: Promise<void>) =>
+      run.catch((err: unknown) => this.#log.error(`${what} failed`, err));
+    background('the source', sources.run(signal));
+    for (const c of configs) background('a config controller', c.run(signal));
+    this.health.updated();
+    background('the sync loop', proxier.syncLoop(signal));
+    this.#record('Normal', 'Starting', `Starting userspace-proxy v${VERSION}.`);
+  }
+
+  /** Records an event on the Node; a recorder that throws is logged, never fatal. */
+  #record(type: 'Normal' | 'Warning', reason: string, message: string): void {
+    try {
+      this.#recorder?.event(this.nodeRef, type, reason, message);
+    } catch (err) {
+      this.#log.error(`recording the ${reason} event failed`, err);
+    }
+  }
+
+  /** Feeds the health state machine from the diagnostics channels; prunes metrics after each sync. */
+  #observeHealth(currentServices: () => ReadonlySet<string>): () => void {
+    // As in kube-proxy, only changes after initialization queue an update: before it, the proxier
+    // is waiting for its sources, which the sync loop start already reported as "updated".
+    const onChange = () => {
+      if (this.#proxier?.isInitialized()) this.health.queuedUpdate();
+    };
+    const onSync = () => {
+      this.health.updated();
+      this.metrics.prune(currentServices());
+    };
+    diagnosticsChannel.subscribe(CHANNELS.serviceChange, onChange);
+    diagnosticsChannel.subscribe(CHANNELS.sync, onSync);
+    return () => {
+      diagnosticsChannel.unsubscribe(CHANNELS.serviceChange, onChange);
+      diagnosticsChannel.unsubscribe(CHANNELS.sync, onSync);
+    };
+  }
+
+  #startServers(config: KubeProxyConfiguration, mode: string): void {
+    const servers: [string, string, Server, string][] = [
+      [
+        'healthz',
+        config.healthzBindAddress,
+        createHealthServer({
+          health: this.health,
+          observer: this.metrics,
+          draining: () => this.#draining,
+          nodeEligible: () => this.#sourcesEligible(),
+        }),
+        'FailedToStartProxierHealthcheck',
+      ],
+      [
+        'metrics',
+        config.metricsBindAddress,
+        createMetricsServer({
+          registry: this.metrics.registry,
+          proxyMode: mode,
+          configz: () => configzBody(config),
+        }),
+        'FailedToStartMetricServer',
+      ],
+    ];
+    for (const [name, address, server, reason] of servers) {
+      const { host, port } = parseListenAddress(address);
+      const listener = new RetryingListener(server, {
+        name,
+        host,
+        port,
+        hardFail: config.bindAddressHardFail,
+        logger: this.#options.logger,
+        ...(this.#options.listenRetryMs !== undefined
+          ? { retryDelayMs: this.#options.listenRetryMs }
+          : {}),
+        onFailure: (err) => this.#record('Warning', reason, err.message),
+      });
+      this.#listeners.push(listener);
+      listener.start().catch((err: unknown) => {
+        this.#log.fatal(`${(err as Error).message}; exiting (bindAddressHardFail)`);
+        void this.stop('bind failure', { exitCode: 1, drain: false });
+      });
+    }
+  }
+
+  #sourcesEligible(): boolean {
+    return this.#eligible?.() ?? true;
+  }
+
+  /**
+   * Stops: /healthz turns 503, listeners close, established connections may finish for up to the
+   * drain timeout (unless `drain` is false), then the servers close and `exited` resolves with
+   * `exitCode` (default 0). A second call while draining cuts the drain short.
+   */
+  stop(reason: string, options: { exitCode?: number; drain?: boolean } = {}): Promise<void> {
+    if (this.#stopping !== undefined) {
+      this.#log.warn(`${reason} while stopping: not waiting for connections any longer`);
+      this.#skipDrain.abort();
+      return this.#stopping;
+    }
+    this.#stopping = this.#stop(reason, options.exitCode ?? 0, options.drain ?? true);
+    return this.#stopping;
+  }
+
+  async #stop(reason: string, exitCode: number, drain: boolean): Promise<void> {
+    this.#draining = true;
+    this.#log.info(`stopping (${reason}): no new connections are accepted`);
+    this.#abort.abort();
+    try {
+      await this.#proxier?.shutdown();
+    } catch (err) {
+      this.#log.error('the proxier did not shut down cleanly', err);
+    }
+    const timeout = this.#config.userspaceProxy.drainTimeout;
+    if (drain && this.#tracker.active > 0) {
+      this.#log.info(
+        `waiting up to ${timeout} ms for ${this.#tracker.active} connection(s) to finish`,
+      );
+      const idle = await this.#tracker.waitForIdle(timeout, this.#skipDrain.signal);
+      if (!idle) this.#log.warn(`${this.#tracker.active} connection(s) still open; closing them`);
+    }
+    await Promise.all(this.#listeners.map((l) => l.close()));
+    for (const cleanup of this.#cleanups.splice(0)) cleanup();
+    this.#log.info('stopped');
+    this.#exit.resolve(exitCode);
+  }
+}
+
+/** The default recorder when the source has none: events become log lines. */
+export function loggingRecorder(log: Logger): EventRecorder {
+  return {
+    event(ref, type, reason, message) {
+      const what = `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`;
+      const line = `event ${type} ${reason} on ${what}: ${message}`;
+      if (type === 'Warning') log.warn(line);
+      else log.info(line);
+    },
+  };
+}

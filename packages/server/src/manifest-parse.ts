@@ -1,0 +1,153 @@
+import {
+  type EndpointSlice,
+  type Endpoints,
+  objectKey,
+  type Service,
+  validateEndpointSlice,
+  validateEndpoints,
+  validateService,
+} from '@userspace-proxy/core';
+import { parseAllDocuments } from 'yaml';
+
+/**
+ * Parsing a manifest file: YAML or JSON, one or more documents (`---`), each a Service, an
+ * EndpointSlice, an Endpoints or a List of them, as `kubectl get -o yaml` writes them. A manifest is
+ * accepted whole or not at all, so a half-edited file never reaches the proxy: every problem is
+ * collected and reported together. Objects of other kinds are skipped with a warning, so a manifest
+ * shared with other tools still loads.
+ */
+
+/** What a valid manifest holds, normalised by core's validators (namespace "default" when absent). */
+export interface ManifestContents {
+  services: Service[];
+  endpointSlices: EndpointSlice[];
+  endpoints: Endpoints[];
+}
+
+/** The outcome of {@link parseManifest}. */
+export type ManifestParseResult =
+  | { ok: true; contents: ManifestContents; warnings: string[] }
+  | { ok: false; errors: string[]; warnings: string[] };
+
+/** At most this many errors are reported for one file, so a garbage file cannot flood the log. */
+export const MAX_MANIFEST_ERRORS = 20;
+/** The most objects one manifest may hold; a bound on memory for a runaway generator. */
+export const MAX_MANIFEST_OBJECTS = 10_000;
+/** The largest manifest file read (16 MiB), for the same reason. */
+export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024;
+
+const API_VERSIONS: Readonly<Record<string, string>> = {
+  Service: 'v1',
+  Endpoints: 'v1',
+  EndpointSlice: 'discovery.k8s.io/v1',
+};
+
+/** Parses and validates a manifest's text. Never throws. */
+export function parseManifest(text: string): ManifestParseResult {
+  const errors: string[] = [];
+  const warnings: string[] = [];
+  const contents: ManifestContents = { services: [], endpointSlices: [], endpoints: [] };
+  const seen = new Map<string, string>();
+  if (text.length > MAX_MANIFEST_BYTES) {
+    return {
+      ok: false,
+      errors: [`the manifest is larger than ${MAX_MANIFEST_BYTES} bytes`],
+      warnings,
+    };
+  }
+  let docs: ReturnType<typeof parseAllDocuments>;
+  try {
+    docs = parseAllDocuments(text);
+  } catch (err) {
+    return { ok: false, errors: [`not YAML or JSON: ${(err as Error).message}`], warnings };
+  }
+  const list = Array.isArray(docs) ? docs : [docs];
+  const items: { where: string; obj?: unknown; error?: string }[] = [];
+  list.forEach((doc, i) => {
+    const where = `document ${i + 1}`;
+    for (const e of doc.errors) items.push({ where, error: e.message.split('\n')[0] ?? e.message });
+    if (doc.errors.length > 0) return;
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      items.push({ where, error: (err as Error).message });
+      return;
+    }
+    if (value === null || value === undefined) return;
+    const isList =
+      typeof value === 'object' &&
+      !Array.isArray(value) &&
+      (value as { kind?: unknown }).kind === 'List';
+    const entries = Array.isArray(value)
+      ? value
+      : isList
+        ? (value as { items?: unknown }).items
+        : undefined;
+    if (entries === undefined) items.push({ where, obj: value });
+    else if (!Array.isArray(entries))
+      items.push({ where, error: 'a List must have an "items" list' });
+    else
+      entries.forEach((obj, j) => {
+        items.push({ where: `${where}, item ${j + 1}`, obj });
+      });
+  });
+  if (items.length > MAX_MANIFEST_OBJECTS) {
+    errors.push(
+      `the manifest holds ${items.length} objects; at most ${MAX_MANIFEST_OBJECTS} are allowed`,
+    );
+  }
+  for (const { where, obj, error } of items.slice(0, MAX_MANIFEST_OBJECTS)) {
+    if (error !== undefined) {
+      errors.push(`${where}: ${error}`);
+      continue;
+    }
+    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) {
+      errors.push(
+        `${where}: expected an object with a "kind", got ${Array.isArray(obj) ? 'a list' : typeof obj}`,
+      );
+      continue;
+    }
+    const { kind, apiVersion } = obj as { kind?: unknown; apiVersion?: unknown };
+    const expected = typeof kind === 'string' ? API_VERSIONS[kind] : undefined;
+    if (expected === undefined) {
+      if (kind === undefined) errors.push(`${where}: "kind" is missing`);
+      else
+        warnings.push(
+          `${where}: kind ${JSON.stringify(kind)} is not used by the proxy and is ignored`,
+        );
+      continue;
+    }
+    if (apiVersion !== undefined && apiVersion !== expected) {
+      errors.push(
+        `${where}: apiVersion ${JSON.stringify(apiVersion)} is not supported for ${kind}; use "${expected}"`,
+      );
+      continue;
+    }
+    const result =
+      kind === 'Service'
+        ? validateService(obj)
+        : kind === 'Endpoints'
+          ? validateEndpoints(obj)
+          : validateEndpointSlice(obj);
+    if (!result.ok) {
+      errors.push(`${where} (${kind} ${result.error.key}): ${result.error.reason}`);
+      continue;
+    }
+    const key = `${kind} ${objectKey(result.value)}`;
+    const first = seen.get(key);
+    if (first !== undefined) {
+      errors.push(`${where}: ${key} is also defined in ${first}`);
+      continue;
+    }
+    seen.set(key, where);
+    if (kind === 'Service') contents.services.push(result.value as Service);
+    else if (kind === 'Endpoints') contents.endpoints.push(result.value as Endpoints);
+    else contents.endpointSlices.push(result.value as EndpointSlice);
+  }
+  if (errors.length > MAX_MANIFEST_ERRORS) {
+    const more = errors.length - MAX_MANIFEST_ERRORS;
+    errors.splice(MAX_MANIFEST_ERRORS, more, `… and ${more} more`);
+  }
+  return errors.length > 0 ? { ok: false, errors, warnings } : { ok: true, contents, warnings };
+}

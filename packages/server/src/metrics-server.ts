@@ -1,0 +1,95 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+import { notFound } from './health-server.js';
+
+/**
+ * The metrics server (`metricsBindAddress`, 127.0.0.1:10249 by default): kube-proxy's paths.
+ * `/metrics` (Prometheus text), `/healthz` (the generic "ping" check: it says the process answers,
+ * not that the proxy is in sync; that is the health server's job), `/proxyMode` and `/configz`.
+ * None of it is authenticated, which is why it listens on loopback unless configured otherwise.
+ */
+
+/** Options of {@link createMetricsServer}. */
+export interface MetricsServerOptions {
+  registry: Registry;
+  /** The /proxyMode body: "userspace" or "service-port-portal". */
+  proxyMode: string;
+  /** The /configz body, computed per request (the configuration is immutable, but cheap to render). */
+  configz: () => string;
+}
+
+const TEXT = { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' };
+
+function healthz(url: URL, res: ServerResponse): void {
+  const excluded = url.searchParams.getAll('exclude');
+  const verbose = url.searchParams.has('verbose');
+  const warnings = excluded
+    .filter((name) => name !== 'ping')
+    .map((name) => `warn: some health checks cannot be excluded: no matches for "${name}"\n`);
+  if (!verbose) {
+    res.writeHead(200, TEXT);
+    res.end('ok');
+    return;
+  }
+  const ping = excluded.includes('ping') ? '[+]ping excluded: ok\n' : '[+]ping ok\n';
+  res.writeHead(200, TEXT);
+  res.end(`${ping}${warnings.join('')}healthz check passed\n`);
+}
+
+/** The request handler, separate from the server so it can be mounted elsewhere. */
+export function metricsHandler(options: MetricsServerOptions) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    switch (url.pathname) {
+      case '/metrics':
+        options.registry.metrics().then(
+          (text) => {
+            res.writeHead(200, { 'Content-Type': options.registry.contentType });
+            res.end(text);
+          },
+          (err: unknown) => {
+            res.writeHead(500, TEXT);
+            res.end(
+              `error gathering metrics: ${err instanceof Error ? err.message : String(err)}\n`,
+            );
+          },
+        );
+        return;
+      case '/healthz':
+      case '/healthz/ping':
+        healthz(url, res);
+        return;
+      case '/proxyMode':
+        res.writeHead(200, TEXT);
+        res.end(options.proxyMode);
+        return;
+      case '/configz': {
+        let body: string;
+        try {
+          body = options.configz();
+        } catch (err) {
+          res.writeHead(500, TEXT);
+          res.end(`error marshaling json: ${err instanceof Error ? err.message : String(err)}`);
+          return;
+        }
+        res.writeHead(200, {
+          'Content-Type': 'application/json',
+          'X-Content-Type-Options': 'nosniff',
+        });
+        res.end(body);
+        return;
+      }
+      default:
+        notFound(res);
+    }
+  };
+}
+
+/** An unstarted HTTP server for the metrics endpoints; start it with a RetryingListener. */
+export function createMetricsServer(options: MetricsServerOptions): Server {
+  const server = createServer(metricsHandler(options));
+  server.keepAliveTimeout = 5000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  return server;
+}

@@ -1,0 +1,159 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { decodeConfiguration } from './config-load.js';
+import { type CommandIO, runCommand } from './run.js';
+import { ask, type Backends, startBackends } from './test-support/backends.js';
+import { serviceWithSlice } from './test-support/manifests.js';
+import { until } from './test-support/wait.js';
+
+const SERVICE_IP = '127.1.74.1';
+const BACKEND_IP = '127.1.74.2';
+const SERVERS_IP = '127.1.74.4';
+
+let dir: string;
+let backends: Backends;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'up-run-'));
+  backends = await startBackends({ A: BACKEND_IP });
+});
+
+afterEach(async () => {
+  await backends.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** An in-memory process: output, log lines, and the signal handler the command installs. */
+function fakeIO() {
+  const out = {
+    stdout: '',
+    stderr: '',
+    logs: [] as string[],
+    signal: undefined as ((s: string) => void) | undefined,
+  };
+  const io: CommandIO = {
+    stdout: (t) => {
+      out.stdout += t;
+    },
+    stderr: (t) => {
+      out.stderr += t;
+    },
+    env: {},
+    log: (line) => out.logs.push(line),
+    onSignal: (handler) => {
+      out.signal = handler;
+      return () => {
+        out.signal = undefined;
+      };
+    },
+  };
+  return { io, out };
+}
+
+const configText = (extra = '') =>
+  [
+    'apiVersion: kubeproxy.config.k8s.io/v1alpha1',
+    'kind: KubeProxyConfiguration',
+    `healthzBindAddress: ${SERVERS_IP}:10256`,
+    `metricsBindAddress: ${SERVERS_IP}:10249`,
+    'logging: { format: json }',
+    'userspaceProxy: { servicesFile: services.yaml, drainTimeout: 0s }',
+    extra,
+  ].join('\n');
+
+async function writeManifest(): Promise<void> {
+  await writeFile(
+    join(dir, 'services.yaml'),
+    serviceWithSlice({
+      clusterIP: SERVICE_IP,
+      port: 8080,
+      endpoints: [{ ip: BACKEND_IP, port: backends.port }],
+    }),
+  );
+}
+
+describe('runCommand', () => {
+  it('writes the effective configuration with --write-config-to', async () => {
+    const { io } = fakeIO();
+    const out = join(dir, 'effective.yaml');
+    expect(
+      await runCommand(
+        ['--write-config-to', out, '--udp-timeout', '3s', '--services-file', 's.yaml'],
+        io,
+      ),
+    ).toBe(0);
+    const decoded = decodeConfiguration(await readFile(out, 'utf8'));
+    expect(decoded.errors).toEqual([]);
+    expect(decoded.input).toMatchObject({
+      udpIdleTimeout: 3000,
+      userspaceProxy: { servicesFile: 's.yaml' },
+    });
+  });
+
+  it('stops with 0 on a signal', async () => {
+    await writeManifest();
+    await writeFile(join(dir, 'config.yaml'), configText());
+    const { io, out } = fakeIO();
+    const run = runCommand(['--config', join(dir, 'config.yaml')], io);
+    await until(
+      async () => (await ask(SERVICE_IP, 8080, 'a', 1000)) === 'A:a',
+      'the Service to answer',
+    );
+    out.signal?.('SIGTERM');
+    expect(await run).toBe(0);
+    expect(out.signal).toBeUndefined();
+  });
+
+  it('ignores an invalid edit of the config file, and restarts (exit 1) on a valid change', async () => {
+    await writeManifest();
+    const path = join(dir, 'config.yaml');
+    await writeFile(path, configText());
+    const { io, out } = fakeIO();
+    let code: number | undefined;
+    const run = runCommand(['--config', path], io).then((c) => {
+      code = c;
+      return c;
+    });
+    await until(
+      async () => (await ask(SERVICE_IP, 8080, 'a', 1000)) === 'A:a',
+      'the Service to answer',
+    );
+
+    await writeFile(path, configText('mode: iptables'));
+    await until(
+      () => out.logs.some((l) => l.includes('the edited configuration file is invalid')),
+      'the rejection',
+    );
+    expect(out.logs.join('\n')).toContain('KubeProxyConfiguration.Mode.ProxyMode');
+    expect(code).toBeUndefined();
+    expect(await ask(SERVICE_IP, 8080, 'b', 1000)).toBe('A:b');
+
+    await writeFile(path, configText('udpIdleTimeout: 30s'));
+    expect(await run).toBe(1);
+    expect(out.logs.join('\n')).toContain(
+      "content of the proxy server's configuration file was updated",
+    );
+  });
+
+  it('exits 1 when the daemon cannot start', async () => {
+    await writeFile(
+      join(dir, 'services.yaml'),
+      'kind: Service\nmetadata: { name: a }\nspec: { ports: [{ port: 0 }] }\n',
+    );
+    await writeFile(join(dir, 'config.yaml'), configText());
+    const { io, out } = fakeIO();
+    expect(await runCommand(['--config', join(dir, 'config.yaml')], io)).toBe(1);
+    expect(out.logs.join('\n')).toContain('cannot start: invalid services file');
+  });
+
+  it('prints help to stdout and flag errors to stderr', async () => {
+    const help = fakeIO();
+    expect(await runCommand(['--help'], help.io)).toBe(0);
+    expect(help.out.stdout).toContain('Usage: userspace-proxy');
+    const bad = fakeIO();
+    expect(await runCommand(['--udp-timeout', 'soon'], bad.io)).toBe(1);
+    expect(bad.out.stderr).toContain('invalid argument "soon" for "--udp-timeout" flag');
+  });
+});

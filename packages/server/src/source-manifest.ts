@@ -1,0 +1,226 @@
+import type { watch as fsWatch } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import {
+  componentLogger,
+  type EndpointSlice,
+  type Endpoints,
+  type Logger,
+  type Service,
+  StaticInformer,
+} from '@userspace-proxy/core';
+import { watchFile } from './file-watch.js';
+import {
+  MAX_MANIFEST_BYTES,
+  MAX_MANIFEST_ERRORS,
+  type ManifestContents,
+  parseManifest,
+} from './manifest-parse.js';
+import type { ProxySources } from './sources.js';
+
+/**
+ * The manifest-file source: Services with their EndpointSlices or Endpoints from a file, served
+ * without a cluster. The file is watched; an edit is applied live through StaticInformer.replace,
+ * which turns the new file into the adds, updates and deletes that differ, so unchanged Services
+ * keep their listeners and established connections. An edit that does not parse or validate is
+ * logged with every reason and ignored: the last good state keeps serving until the file is fixed.
+ */
+
+/** Thrown when the file is unusable at start, where there is no last good state to keep. */
+export class ManifestError extends Error {
+  readonly reasons: readonly string[];
+  constructor(path: string, reasons: readonly string[]) {
+    super(`invalid services file ${path}:\n  ${reasons.join('\n  ')}`);
+    this.name = 'ManifestError';
+    this.reasons = reasons;
+  }
+}
+
+/** The outcome of one (re)load. */
+export interface ReloadOutcome {
+  /** True when the file was applied (or was unchanged). */
+  applied: boolean;
+  /** True when the text was the same as the last one read: nothing was done. */
+  unchanged: boolean;
+  errors: readonly string[];
+  warnings: readonly string[];
+  /** Informer events the reload caused (0 when nothing differed, or before `run`). */
+  events: number;
+  /** What the file holds, when it was valid. */
+  counts?: { services: number; endpointSlices: number; endpoints: number };
+}
+
+/** Options of {@link ManifestSource}. */
+export interface ManifestSourceOptions {
+  path: string;
+  logger?: Logger;
+  /** Wait after a change notice before reading: editors write in steps. Default 100. */
+  debounceMs?: number;
+  /** After the directory watch fails (the directory was removed), retry it this often. Default 1000. */
+  rewatchMs?: number;
+  /** Default fs.readFile as UTF-8. */
+  read?: (path: string) => Promise<string>;
+  /** Default node:fs `watch`; a fake in tests. */
+  watch?: typeof fsWatch;
+  /** Told about every reload after the first (the daemon counts them). */
+  onReload?: (outcome: ReloadOutcome) => void;
+}
+
+/** Reads a manifest, refusing one larger than {@link MAX_MANIFEST_BYTES} before reading it. */
+async function readLimited(path: string): Promise<string> {
+  const { size } = await stat(path);
+  if (size > MAX_MANIFEST_BYTES)
+    throw new Error(`the file is larger than ${MAX_MANIFEST_BYTES} bytes`);
+  return readFile(path, 'utf8');
+}
+
+/** A {@link ProxySources} backed by a watched manifest file. */
+export class ManifestSource implements ProxySources {
+  readonly services = new StaticInformer<Service>({ synced: false, kind: 'Service' });
+  readonly endpointSlices = new StaticInformer<EndpointSlice>({
+    synced: false,
+    kind: 'EndpointSlice',
+  });
+  readonly endpoints = new StaticInformer<Endpoints>({ synced: false, kind: 'Endpoints' });
+  readonly #path: string;
+  readonly #options: ManifestSourceOptions;
+  readonly #log: Logger;
+  #lastText: string | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+  /** Contents loaded before `run`: held back until the daemon has registered every handler. */
+  #initial: ManifestContents | undefined;
+  #started = false;
+
+  constructor(options: ManifestSourceOptions) {
+    this.#path = resolve(options.path);
+    this.#options = options;
+    this.#log = componentLogger(options.logger, 'services-file');
+  }
+
+  /** The absolute path of the file. */
+  get path(): string {
+    return this.#path;
+  }
+
+  /** Reads the file and applies it if it is valid. Reloads run one at a time, in call order. */
+  load(): Promise<ReloadOutcome> {
+    const next = this.#queue.then(() => this.#load());
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  async #load(): Promise<ReloadOutcome> {
+    let text: string;
+    try {
+      text = await (this.#options.read ?? readLimited)(this.#path);
+    } catch (err) {
+      const reason = `cannot read ${this.#path}: ${(err as Error).message}`;
+      return { applied: false, unchanged: false, errors: [reason], warnings: [], events: 0 };
+    }
+    if (text === this.#lastText) {
+      return { applied: true, unchanged: true, errors: [], warnings: [], events: 0 };
+    }
+    const parsed = parseManifest(text);
+    if (!parsed.ok)
+      return {
+        applied: false,
+        unchanged: false,
+        errors: parsed.errors,
+        warnings: parsed.warnings,
+        events: 0,
+      };
+    this.#lastText = text;
+    const { services, endpointSlices, endpoints } = parsed.contents;
+    const counts = {
+      services: services.length,
+      endpointSlices: endpointSlices.length,
+      endpoints: endpoints.length,
+    };
+    let events = 0;
+    if (this.#started) events = this.#apply(parsed.contents);
+    else this.#initial = parsed.contents;
+    return {
+      applied: true,
+      unchanged: false,
+      errors: [],
+      warnings: parsed.warnings,
+      events,
+      counts,
+    };
+  }
+
+  /** Endpoints first, so a new Service's endpoints are known when its listener opens. */
+  #apply(contents: ManifestContents): number {
+    return (
+      this.endpointSlices.replace(contents.endpointSlices) +
+      this.endpoints.replace(contents.endpoints) +
+      this.services.replace(contents.services)
+    );
+  }
+
+  /**
+   * Delivers the contents loaded so far (the informers turn synced), then watches the file (see
+   * file-watch.ts) and applies each valid edit, until `signal` aborts. Nothing reaches the informers
+   * before this is called, so handlers registered on config fan-outs in the meantime miss nothing.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (!this.#started) {
+      this.#started = true;
+      this.#apply(this.#initial ?? { services: [], endpointSlices: [], endpoints: [] });
+      this.#initial = undefined;
+    }
+    this.#log.info(`watching ${this.#path} for changes`);
+    await watchFile(
+      {
+        path: this.#path,
+        logger: this.#log,
+        onChange: () => {
+          void this.load().then((outcome) => this.#report(outcome));
+        },
+        ...(this.#options.debounceMs !== undefined ? { debounceMs: this.#options.debounceMs } : {}),
+        ...(this.#options.rewatchMs !== undefined ? { rewatchMs: this.#options.rewatchMs } : {}),
+        ...(this.#options.watch ? { watch: this.#options.watch } : {}),
+      },
+      signal,
+    );
+  }
+
+  #report(outcome: ReloadOutcome): void {
+    if (outcome.unchanged) return;
+    for (const warning of outcome.warnings) this.#log.warn(`${this.#path}: ${warning}`);
+    if (outcome.applied) {
+      this.#log.info(`applied ${this.#path}: ${outcome.events} change(s)`);
+    } else {
+      const shown = outcome.errors.slice(0, MAX_MANIFEST_ERRORS).join('; ');
+      this.#log.error(
+        `ignoring the edit of ${this.#path}, the last good state keeps serving: ${shown}`,
+      );
+    }
+    try {
+      this.#options.onReload?.(outcome);
+    } catch (err) {
+      this.#log.error('a reload observer threw', err);
+    }
+  }
+}
+
+/**
+ * Creates the source and reads the file once, so an invalid file stops the daemon at start; its
+ * objects are delivered when `run` is called.
+ * @throws ManifestError when the file cannot be read or is invalid.
+ */
+export async function createManifestSource(
+  options: ManifestSourceOptions,
+): Promise<ManifestSource> {
+  const source = new ManifestSource(options);
+  const outcome = await source.load();
+  if (!outcome.applied) throw new ManifestError(source.path, outcome.errors);
+  const log = componentLogger(options.logger, 'services-file');
+  for (const warning of outcome.warnings) log.warn(`${source.path}: ${warning}`);
+  const counts = outcome.counts;
+  log.info(
+    `loaded ${source.path}: ${counts?.services} Service(s), ` +
+      `${counts?.endpointSlices} EndpointSlice(s), ${counts?.endpoints} Endpoints`,
+  );
+  return source;
+}

@@ -1,0 +1,110 @@
+import type {
+  EndpointSlice,
+  Endpoints,
+  EventRecorder,
+  Logger,
+  Service,
+  SharedInformer,
+} from '@userspace-proxy/core';
+
+/**
+ * Where the daemon's Services and endpoints come from. The seam between the daemon and its sources:
+ * the manifest file (source-manifest.ts) implements it here, and `@userspace-proxy/kubernetes`
+ * implements it for an API server, loaded only when a cluster is asked for so a standalone daemon
+ * never loads the Kubernetes client.
+ */
+
+/** Everything a source gives the daemon. */
+export interface ProxySources {
+  services: SharedInformer<Service>;
+  /** EndpointSlices; preferred when both are given. */
+  endpointSlices?: SharedInformer<EndpointSlice>;
+  /** Legacy Endpoints, for sources (and manifests) that still have them. */
+  endpoints?: SharedInformer<Endpoints>;
+  /** The node's IPs, for `nodePortAddresses: [primary]`; absent: detected from the interfaces. */
+  nodeIPs?(): string[];
+  /** False when the node is being deleted (a cluster's Node object); /healthz then answers 503. */
+  nodeEligible?(): boolean;
+  /** Where events go (Kubernetes Events for a cluster); absent: logged by the daemon. */
+  recorder?: EventRecorder;
+  /**
+   * Runs watches and the like until `signal` aborts. The daemon calls it after registering every
+   * handler; a source whose informers deliver objects at once (the manifest) holds them until then.
+   */
+  run(signal: AbortSignal): Promise<void>;
+}
+
+/** What `createKubernetesSources` in `@userspace-proxy/kubernetes` takes. */
+export interface KubernetesSourcesOptions {
+  kubeconfig?: string;
+  master?: string;
+  nodeName: string;
+  useEndpointSlices: true;
+  resyncPeriodMs: number;
+  logger: Logger;
+}
+
+/** Which source a run uses, and why, for the startup log line. */
+export type SourceChoice =
+  | { kind: 'manifest'; path: string }
+  | { kind: 'cluster'; kubeconfig: string; master: string; inCluster: boolean }
+  | { kind: 'none'; error: string };
+
+/** The message when the kubernetes package is missing or has no `createKubernetesSources`. */
+export const KUBERNETES_UNAVAILABLE = 'the Kubernetes source is not available in this build';
+
+/**
+ * Chooses the source: the cluster when `--kubeconfig` or `--master` is given, or when running in a
+ * Pod (KUBERNETES_SERVICE_HOST) with no `--services-file`; else the manifest file. Giving both a
+ * manifest and a kubeconfig/master is refused rather than guessed.
+ */
+export function chooseSource(options: {
+  servicesFile: string;
+  kubeconfig: string;
+  master: string;
+  env?: Record<string, string | undefined>;
+}): SourceChoice {
+  const { servicesFile, kubeconfig, master } = options;
+  const env = options.env ?? process.env;
+  if (servicesFile !== '' && (kubeconfig !== '' || master !== '')) {
+    return {
+      kind: 'none',
+      error:
+        'both a services file and a cluster (--kubeconfig/--master) were given; choose one source',
+    };
+  }
+  if (kubeconfig !== '' || master !== '')
+    return { kind: 'cluster', kubeconfig, master, inCluster: false };
+  if (servicesFile !== '') return { kind: 'manifest', path: servicesFile };
+  if (env.KUBERNETES_SERVICE_HOST) return { kind: 'cluster', kubeconfig, master, inCluster: true };
+  return {
+    kind: 'none',
+    error:
+      'no source of Services: give --services-file (or userspaceProxy.servicesFile), or --kubeconfig/--master for a cluster',
+  };
+}
+
+/** Loads `@userspace-proxy/kubernetes`; injectable so tests can stand in for a build without it. */
+export type KubernetesImporter = () => Promise<Record<string, unknown>>;
+
+const defaultImporter: KubernetesImporter = async () =>
+  (await import('@userspace-proxy/kubernetes')) as unknown as Record<string, unknown>;
+
+/**
+ * Builds the cluster source through `createKubernetesSources` of `@userspace-proxy/kubernetes`.
+ * @throws Error with {@link KUBERNETES_UNAVAILABLE} when the package or the export is missing.
+ */
+export async function loadClusterSources(
+  options: KubernetesSourcesOptions,
+  importer: KubernetesImporter = defaultImporter,
+): Promise<ProxySources> {
+  let mod: Record<string, unknown>;
+  try {
+    mod = await importer();
+  } catch (err) {
+    throw new Error(KUBERNETES_UNAVAILABLE, { cause: err });
+  }
+  const create = mod.createKubernetesSources;
+  if (typeof create !== 'function') throw new Error(KUBERNETES_UNAVAILABLE);
+  return (await create(options)) as ProxySources;
+}
