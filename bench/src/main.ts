@@ -1,1 +1,50 @@
-export {};
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { markdown, svgChart } from './report.js';
+import { FULL, runSuite, SMOKE, type SuiteConfig } from './suite.js';
+
+const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,memory,sync,lb] [--write]
+  --smoke   a few seconds, to check the harness (what CI runs)
+  --reps N  repetitions per scenario (default 5)
+  --only    run only these groups
+  --write   write the results into docs/benchmarks.md and docs/benchmarks.svg`;
+
+const START = '<!-- suite:start -->';
+const END = '<!-- suite:end -->';
+
+/** Replaces the suite's block in docs/benchmarks.md, keeping every other section as it is. */
+function writeDocs(md: string, svg: string): void {
+  const docs = fileURLToPath(new URL('../../docs/', import.meta.url));
+  const file = `${docs}benchmarks.md`;
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    text = '# Benchmarks\n';
+  }
+  const block = `${START}\n${md}\n\n![ratios](benchmarks.svg)\n${END}`;
+  const i = text.indexOf(START);
+  const j = text.indexOf(END);
+  text =
+    i >= 0 && j > i
+      ? text.slice(0, i) + block + text.slice(j + END.length)
+      : `${text.trimEnd()}\n\n## Latest suite run\n\n${block}\n`;
+  writeFileSync(file, text);
+  writeFileSync(`${docs}benchmarks.svg`, `${svg}\n`);
+}
+
+async function main(argv: string[]): Promise<void> {
+  if (argv.includes('--help')) return void console.log(HELP);
+  const cfg: SuiteConfig = { ...(argv.includes('--smoke') ? SMOKE : FULL) };
+  const reps = argv.indexOf('--reps');
+  if (reps >= 0) cfg.reps = Number(argv[reps + 1]);
+  const only = argv.indexOf('--only');
+  if (only >= 0) cfg.only = (argv[only + 1] ?? '').split(',').filter(Boolean);
+  if (!(cfg.reps >= 1)) throw new Error('--reps needs a positive number');
+  const result = await runSuite(cfg);
+  const md = markdown(result);
+  console.log(md);
+  if (argv.includes('--write')) writeDocs(md, svgChart(result));
+}
+
+await main(process.argv.slice(2));

@@ -1,0 +1,95 @@
+import { type Endpoints, newProxier, type Service } from '@userspace-proxy/core';
+import { until } from './proxy-host.js';
+
+/** What programming many Services costs the Proxier. */
+export interface SyncCost {
+  services: number;
+  endpoints: number;
+  /** From the first event to every Service port started (listening, load balancer ready). */
+  programMs: number;
+  /** Median time for one endpoint change to be applied (it is synchronous), microseconds. */
+  endpointChangeUs: number;
+  /** One Service's port changed: time until its new listener is started. */
+  serviceChangeMs: number;
+  /** Resident memory with everything programmed, after a GC. */
+  rssBytes: number;
+  heapUsedBytes: number;
+}
+
+const ip = (i: number) => `127.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+
+function service(i: number, port = 80): Service {
+  return {
+    metadata: { name: `svc-${i}`, namespace: 'bench', uid: `uid-${i}` },
+    spec: { clusterIP: ip(i + 1), ports: [{ name: 'http', port, protocol: 'TCP' }] },
+  };
+}
+
+function endpoints(i: number, count: number, base = 0): Endpoints {
+  const addresses = [];
+  for (let k = 0; k < count; k++)
+    addresses.push({ ip: `10.${(i >> 8) & 255}.${i & 255}.${(k + base) % 250}` });
+  return {
+    metadata: { name: `svc-${i}`, namespace: 'bench' },
+    subsets: [{ addresses, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }] }],
+  };
+}
+
+/**
+ * Programs `services` Services with `endpointsPerService` endpoints each in ServicePortPortal mode
+ * (one real listener per Service on its own 127.x address), then changes one endpoint list and one
+ * Service with all of them present.
+ */
+export async function syncCost(services: number, endpointsPerService: number): Promise<SyncCost> {
+  const proxier = await newProxier({ mode: 'service-port-portal', minSyncPeriodMs: 0 });
+  const loop = new AbortController();
+  void proxier.syncLoop(loop.signal);
+  const started = () => proxier.serviceInfos().filter((info) => info.isStarted()).length;
+  const t0 = performance.now();
+  for (let i = 0; i < services; i++) proxier.onServiceAdd(service(i));
+  for (let i = 0; i < services; i++) proxier.onEndpointsAdd(endpoints(i, endpointsPerService));
+  proxier.onServiceSynced();
+  proxier.onEndpointsSynced();
+  await until(() => started() >= services, 120_000, `${services} services started`);
+  const programMs = performance.now() - t0;
+
+  const samples: number[] = [];
+  for (let r = 0; r < 101; r++) {
+    const i = (r * 7919) % services;
+    const before = endpoints(i, endpointsPerService, r);
+    const after = endpoints(i, endpointsPerService, r + 1);
+    const s = performance.now();
+    proxier.onEndpointsUpdate(before, after);
+    samples.push((performance.now() - s) * 1000);
+  }
+  samples.sort((a, b) => a - b);
+
+  const target = Math.floor(services / 2);
+  const svcPort = { namespace: 'bench', name: `svc-${target}`, port: 'http' };
+  const old = proxier.getServiceInfo(svcPort, ip(target + 1));
+  const s = performance.now();
+  proxier.onServiceUpdate(service(target), service(target, 81));
+  await until(
+    () => {
+      const info = proxier.getServiceInfo(svcPort, ip(target + 1));
+      return info !== undefined && info !== old && info.isStarted();
+    },
+    60_000,
+    'the changed service',
+  );
+  const serviceChangeMs = performance.now() - s;
+
+  (globalThis as { gc?: () => void }).gc?.();
+  const mem = process.memoryUsage();
+  loop.abort();
+  await proxier.shutdown();
+  return {
+    services,
+    endpoints: services * endpointsPerService,
+    programMs,
+    endpointChangeUs: samples[Math.floor(samples.length / 2)] ?? 0,
+    serviceChangeMs,
+    rssBytes: mem.rss,
+    heapUsedBytes: mem.heapUsed,
+  };
+}
