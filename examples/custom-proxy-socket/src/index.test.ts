@@ -80,5 +80,12 @@ describe('custom-proxy-socket example', () => {
     now += 1000; // a new second
     expect(await ask(ip, 8080)).toBe('hello');
     expect(socket?.counts).toEqual({ accepted: 3, refused: 1 });
+
+    // A socket that closes (here: the Service is deleted) leaves the list.
+    proxier.onServiceDelete({
+      metadata: { namespace: 'demo', name: 'web' },
+      spec: { clusterIP: ip, ports: [{ name: 'http', protocol: 'TCP', port: 8080 }] },
+    });
+    await until(() => sockets.length === 0);
   });
 });

@@ -48,10 +48,18 @@ export class CountingProxySocket implements ProxySocket {
   #windowStart = Number.NEGATIVE_INFINITY;
   #inWindow = 0;
 
-  constructor(inner: ProxySocket, options: CountingOptions) {
+  readonly #onClose: ((socket: CountingProxySocket) => void) | undefined;
+
+  /** `onClose` is told once the socket has closed (the factory forgets it then). */
+  constructor(
+    inner: ProxySocket,
+    options: CountingOptions,
+    onClose?: (socket: CountingProxySocket) => void,
+  ) {
     this.#inner = inner;
     this.#max = options.maxNewPerSecond;
     this.#now = options.now ?? Date.now;
+    this.#onClose = onClose;
   }
 
   addr(): Addr {
@@ -68,8 +76,12 @@ export class CountingProxySocket implements ProxySocket {
     return this.#inner.proxyLoop(service, info, gated);
   }
 
-  close(): Promise<void> {
-    return this.#inner.close();
+  async close(): Promise<void> {
+    try {
+      await this.#inner.close();
+    } finally {
+      this.#onClose?.(this);
+    }
   }
 
   /** One new client: true if it may go on. A fixed one-second window keeps the example short. */
@@ -144,15 +156,20 @@ class GatedLoadBalancer implements LoadBalancer {
 
 /**
  * A socket factory that wraps every socket of `inner` (default: the library's TCP/UDP sockets) in a
- * {@link CountingProxySocket}, and remembers them so a program can report their counts.
+ * {@link CountingProxySocket}, and keeps the open ones in `sockets` so a program can report their
+ * counts. A socket leaves the list when it closes, so Services that come and go do not grow it.
  */
 export function countingSocketFactory(
   options: CountingOptions,
   inner: ProxySocketFactory = newProxySocket,
 ): { factory: ProxySocketFactory; sockets: CountingProxySocket[] } {
   const sockets: CountingProxySocket[] = [];
+  const forget = (socket: CountingProxySocket) => {
+    const i = sockets.indexOf(socket);
+    if (i >= 0) sockets.splice(i, 1);
+  };
   const factory: ProxySocketFactory = async (protocol, ip, port) => {
-    const socket = new CountingProxySocket(await inner(protocol, ip, port), options);
+    const socket = new CountingProxySocket(await inner(protocol, ip, port), options, forget);
     sockets.push(socket);
     return socket;
   };

@@ -17,6 +17,7 @@ export interface IpAddressManagerOptions {
   runner?: CommandRunner;
   /** The interface Service addresses are added to, e.g. "lo" or a veth. Required. */
   interface: string;
+  /** tslog-compatible; default silent. */
   logger?: Logger;
   /** The program. Default "ip", found on PATH. */
   ipCommand?: string;

@@ -28,7 +28,9 @@ export function mutationDetectionFromEnv(
 
 /** The timer functions the periodic check uses; inject fakes in tests. */
 export interface IntervalTimers {
+  /** As the global setInterval; returns a handle for clearInterval. */
   setInterval(callback: () => void, ms: number): unknown;
+  /** As the global clearInterval. */
   clearInterval(handle: unknown): void;
 }
 
@@ -49,6 +51,7 @@ export interface CacheMutationDetectorOptions {
   maxWatched?: number;
   /** Default: the global setInterval / clearInterval (the handle is unref'd). */
   timers?: IntervalTimers;
+  /** tslog-compatible; default silent. */
   logger?: Logger;
 }
 

@@ -5,7 +5,9 @@ import { CommandError } from './errors.js';
 export interface CommandResult {
   /** The exit code; {@link COMMAND_NOT_FOUND_CODE} when the program could not be found. */
   code: number;
+  /** What it printed on stdout. */
   stdout: string;
+  /** What it printed on stderr (the "command not found" message for a missing program). */
   stderr: string;
 }
 

@@ -3,12 +3,11 @@ import {
   type IntervalTimers,
   mutationDetectionFromEnv,
 } from './cache-mutation-detector.js';
-import { channels, type ObjectRejectedMessage } from './diagnostics.js';
-import type { CacheMutationError, InvalidObjectError } from './errors.js';
+import type { CacheMutationError } from './errors.js';
 import type { DeletedFinalStateUnknown, SharedInformer } from './informer.js';
 import { componentLogger, type Logger } from './logger.js';
 import { objectKey, tryObjectKey } from './object-key.js';
-import type { ValidationResult } from './validation.js';
+import { reportInvalidObject, type ValidationResult } from './validation.js';
 
 /**
  * The engine shared by ServiceConfig, EndpointsConfig and EndpointSliceConfig: it turns one
@@ -33,7 +32,9 @@ export interface SyncedNotifier {
 
 /** The timer functions the sync poll uses; inject fakes in tests. */
 export interface TimeoutTimers {
+  /** As the global setTimeout; returns a handle for clearTimeout. */
   setTimeout(callback: () => void, ms: number): unknown;
+  /** As the global clearTimeout. */
   clearTimeout(handle: unknown): void;
 }
 
@@ -44,6 +45,7 @@ const defaultTimeouts: TimeoutTimers = {
 
 /** Options of every config fan-out; every one has a default. */
 export interface ConfigOptions {
+  /** tslog-compatible; default silent. */
   logger?: Logger;
   /** Names the controller in logs. Default "service config", "endpoints config", "endpoint slice config". */
   name?: string;
@@ -77,10 +79,15 @@ export interface FanoutKind<T, H> {
   kind: string;
   /** The default controller name in logs. */
   name: string;
+  /** Checks and copies one object from the informer. */
   validate(obj: unknown): ValidationResult<T>;
+  /** Calls the handler's add method. */
   add(handler: H, obj: T): void;
+  /** Calls the handler's update method. */
   update(handler: H, oldObj: T, obj: T): void;
+  /** Calls the handler's delete method. */
   delete(handler: H, obj: T): void;
+  /** Calls the handler's synced method. */
   synced(handler: H): void;
 }
 
@@ -243,23 +250,11 @@ export class ConfigFanout<T, H> {
     });
   }
 
-  #reject(error: InvalidObjectError): void {
-    this.#log.warn(error.message);
-    if (channels.objectRejected.hasSubscribers) {
-      const message: ObjectRejectedMessage = {
-        kind: error.kind,
-        key: error.key,
-        reason: error.reason,
-      };
-      channels.objectRejected.publish(message);
-    }
-  }
-
   /** Add and update are one path: what matters is whether handlers already know the key. */
   #onAdd(raw: unknown): void {
     const result = this.#kind.validate(raw);
     if (!result.ok) {
-      this.#reject(result.error);
+      reportInvalidObject(this.#log, result.error);
       return;
     }
     const obj = result.value;
@@ -282,7 +277,7 @@ export class ConfigFanout<T, H> {
     const key = result.ok ? objectKey(result.value) : (tryObjectKey(obj) ?? tombstoneKey);
     const previous = key === undefined ? undefined : this.#delivered.get(key);
     if (key === undefined || previous === undefined) {
-      if (!result.ok) this.#reject(result.error);
+      if (!result.ok) reportInvalidObject(this.#log, result.error);
       else
         this.#log.debug(
           `ignoring the delete of ${this.#kind.kind} ${key}, which was never delivered`,

@@ -125,10 +125,11 @@ describe.skipIf(!support.ok)(`ExecConntrackCleaner in a network namespace${why}`
   let b: Netns;
 
   beforeAll(async () => {
-    a = await sandbox.namespace();
-    b = await sandbox.namespace();
-    await sandbox.link(a, b, { addressA: '10.202.0.1/24', addressB: '10.202.0.2/24' });
-    await b.exec('ip', ['route', 'add', '10.96.0.0/16', 'via', '10.202.0.1']);
+    ({ node: a, client: b } = await sandbox.nodeAndClient({
+      addressA: '10.202.0.1/24',
+      addressB: '10.202.0.2/24',
+      serviceRange: '10.96.0.0/16',
+    }));
   });
   afterAll(() => sandbox.cleanup());
 

@@ -15,6 +15,7 @@ import type { Protocol } from './model.js';
 export interface ExecConntrackCleanerOptions {
   /** Runs `conntrack`. Default: an {@link ExecCommandRunner}. */
   runner?: CommandRunner;
+  /** tslog-compatible; default silent. */
   logger?: Logger;
   /** The program. Default "conntrack" (from conntrack-tools), found on PATH. */
   conntrackCommand?: string;

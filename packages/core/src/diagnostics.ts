@@ -33,49 +33,73 @@ export const CHANNELS = {
 export interface ServiceLabels {
   /** The ServicePortName string, "ns/name:port". */
   service: string;
+  /** The Service port's protocol. */
   protocol: Protocol;
 }
 
+/** A proxied connection started: its client was accepted and its endpoint dialled. */
 export interface ConnectionOpenMessage extends ServiceLabels {
+  /** The client, "ip:port" as the proxy socket saw it. */
   client: string;
+  /** The endpoint dialled, "ip:port". */
   endpoint: string;
 }
 
+/** A proxied connection ended, with what it carried: the daemon's byte and duration metrics. */
 export interface ConnectionCloseMessage extends ServiceLabels {
+  /** The endpoint it was relayed to, "ip:port". */
   endpoint: string;
   /** Bytes from the client to the endpoint. */
   bytesIn: number;
   /** Bytes from the endpoint to the client. */
   bytesOut: number;
+  /** From accept to the close of both legs. */
   durationMs: number;
 }
 
+/** One dial attempt failed; the next endpoint is tried unless the attempts are used up. */
 export interface DialErrorMessage extends ServiceLabels {
+  /** The endpoint that could not be reached, "ip:port". */
   endpoint: string;
+  /** Why (a timeout, ECONNREFUSED…). */
   error: Error;
 }
 
+/** A client was turned away, and why: the daemon counts refusals per reason. */
 export interface RefusedMessage extends ServiceLabels {
+  /** No endpoint, every dial failed, a connection or session limit, or anything else. */
   reason: 'no-endpoints' | 'dial-failed' | 'connection-limit' | 'udp-session-limit' | 'other';
 }
 
+/** A UDP session started: a new client "ip:port" got an upstream socket to an endpoint. */
 export interface UdpSessionMessage extends ServiceLabels {
+  /** The client, "ip:port". */
   client: string;
+  /** The endpoint chosen for the session, "ip:port". */
   endpoint: string;
 }
 
+/** A UDP session ended (idle timeout, close, limit), with what it carried. */
 export interface UdpSessionCloseMessage extends UdpSessionMessage {
+  /** Datagrams from the client to the endpoint. */
   datagramsIn: number;
+  /** Datagrams from the endpoint to the client. */
   datagramsOut: number;
+  /** Bytes from the client to the endpoint. */
   bytesIn: number;
+  /** Bytes from the endpoint to the client. */
   bytesOut: number;
 }
 
+/** accept() failed on a listener (EMFILE, ENFILE…); accepting pauses and backs off. */
 export interface AcceptErrorMessage extends ServiceLabels {
+  /** The error accept() gave. */
   error: Error;
 }
 
+/** A Proxier sync finished: the daemon's sync duration metric. */
 export interface SyncMessage {
+  /** How long the sync took, on the Proxier's monotonic clock. */
   durationMs: number;
   /** Service changes applied by this sync. */
   changes: number;
@@ -83,14 +107,19 @@ export interface SyncMessage {
   servicePorts: number;
 }
 
+/** A Service change was recorded; it is applied by the next sync. */
 export interface ServiceChangeMessage {
   /** "ns/name" of the Service. */
   service: string;
 }
 
+/** A malformed object from a source was ignored: the daemon counts rejections per kind. */
 export interface ObjectRejectedMessage {
+  /** "Service", "Endpoints", "EndpointSlice", or a source's own kind. */
   kind: string;
+  /** "ns/name", or "<unknown>" for an object without a usable name. */
   key: string;
+  /** What is wrong, with field paths (InvalidObjectError.reason). */
   reason: string;
 }
 

@@ -1,10 +1,10 @@
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { EndpointSliceMerger } from './endpoint-slice-merger.js';
 import { buildPortsToEndpointsMap } from './endpoints-map.js';
 import type { EndpointsHandler } from './handlers.js';
-import type { Logger } from './logger.js';
 import type { EndpointConditions, EndpointSlice, Endpoints } from './model.js';
 import { mulberry32 } from './random.js';
+import { spyLogger } from './test-support/spy-logger.js';
 
 type Ep = { ip: string; ready?: boolean; serving?: boolean; terminating?: boolean };
 
@@ -433,20 +433,6 @@ describe('EndpointSliceMerger', () => {
     });
   });
 });
-
-function spyLogger() {
-  const logger = {
-    silly: vi.fn(),
-    trace: vi.fn(),
-    debug: vi.fn(),
-    info: vi.fn(),
-    warn: vi.fn(),
-    error: vi.fn(),
-    fatal: vi.fn(),
-    getSubLogger: (): Logger => logger,
-  };
-  return logger;
-}
 
 function noopTarget(): EndpointsHandler {
   return {

@@ -1,7 +1,8 @@
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildPortsToEndpointsMap, isValidEndpointHost, isValidPort } from './endpoints-map.js';
 import type { Logger } from './logger.js';
 import type { Endpoints } from './model.js';
+import { spyLogger } from './test-support/spy-logger.js';
 
 const meta = { namespace: 'ns', name: 'svc' };
 
@@ -9,20 +10,6 @@ function build(subsets: unknown, logger?: Logger): Record<string, string[]> {
   return Object.fromEntries(
     buildPortsToEndpointsMap({ metadata: meta, subsets } as Endpoints, logger),
   );
-}
-
-function spyLogger(): Logger & { debug: ReturnType<typeof vi.fn> } {
-  const logger = {
-    silly: vi.fn(),
-    trace: vi.fn(),
-    debug: vi.fn(),
-    info: vi.fn(),
-    warn: vi.fn(),
-    error: vi.fn(),
-    fatal: vi.fn(),
-    getSubLogger: () => logger,
-  };
-  return logger;
 }
 
 describe('buildPortsToEndpointsMap', () => {

@@ -117,7 +117,9 @@ export class ProxyOnLocalhostError extends ProxyError {
 
 /** An object from a source (Service, Endpoints, EndpointSlice) was malformed and was ignored. */
 export class InvalidObjectError extends ProxyError {
+  /** "Service", "Endpoints" or "EndpointSlice". */
   readonly kind: string;
+  /** "ns/name" of the object, or a placeholder when it has no usable name. */
   readonly key: string;
   /** What is wrong, without the kind and key: what the `objectRejected` channel publishes. */
   readonly reason: string;
@@ -138,6 +140,7 @@ export class InvalidOptionError extends ProxyError {
 
 /** An external command (iptables, conntrack, ip) failed. `output` is what it printed. */
 export class CommandError extends ProxyError {
+  /** stdout and stderr of the command, for callers that recognise messages ("not found"). */
   readonly output: string;
   constructor(command: string, output: string, options?: { cause?: unknown }) {
     super('ERR_COMMAND', `${command} failed: ${output.trim() || 'no output'}`, options);
@@ -178,7 +181,9 @@ export class LimitReachedError extends ProxyError {
  * (never tolerated) when mutation detection is on. Copy an object before changing it.
  */
 export class CacheMutationError extends ProxyError {
+  /** The kind of the mutated object. */
   readonly kind: string;
+  /** "ns/name" of the mutated object. */
   readonly key: string;
   /** The first field found changed, e.g. `spec.ports[0].port`, or "" for the object itself. */
   readonly path: string;

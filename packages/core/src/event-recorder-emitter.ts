@@ -6,9 +6,11 @@ import type { ObjectReference } from './model.js';
 export interface RecordedEvent {
   /** The object the event is about (a Service, for everything the Proxier records). */
   readonly ref: ObjectReference;
+  /** "Warning" for what an operator must act on, "Normal" for the rest. */
   readonly type: EventType;
   /** A short CamelCase cause such as "PortConflict", stable enough to filter on. */
   readonly reason: string;
+  /** What happened, for people: names the Service port and what failed. */
   readonly message: string;
   /** When it was recorded, in the recorder's clock (epoch milliseconds by default). */
   readonly timestamp: number;
@@ -16,6 +18,7 @@ export interface RecordedEvent {
 
 /** The events {@link EmitterEventRecorder} emits. */
 export interface EmitterEventRecorderEvents {
+  /** One recorded event. */
   event: (event: RecordedEvent) => void;
 }
 

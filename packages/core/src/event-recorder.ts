@@ -9,5 +9,9 @@ export type EventType = 'Normal' | 'Warning';
  * with flood protection; the core default only emits them in process.
  */
 export interface EventRecorder {
+  /**
+   * Records one event about `ref`. `reason` is a short CamelCase cause to filter on ("PortConflict");
+   * `message` is for people. Must not block: the Proxier calls it during a sync.
+   */
   event(ref: ObjectReference, type: EventType, reason: string, message: string): void;
 }

@@ -1,8 +1,9 @@
 import { findDifference } from './cache-mutation-detector.js';
-import { channels, type ObjectRejectedMessage } from './diagnostics.js';
+import { InvalidObjectError } from './errors.js';
 import type { InformerEventHandler, SharedInformer } from './informer.js';
 import { componentLogger, type Logger } from './logger.js';
 import { tryObjectKey, UNKNOWN_KEY } from './object-key.js';
+import { reportInvalidObject } from './validation.js';
 
 /**
  * An in-memory {@link SharedInformer}: the store behind the manifest-file source, tests, and any
@@ -22,6 +23,7 @@ export interface StaticInformerOptions {
   synced?: boolean;
   /** The kind named in logs and rejection reports ("Service"). Default "object". */
   kind?: string;
+  /** tslog-compatible; default silent. */
   logger?: Logger;
 }
 
@@ -180,11 +182,7 @@ export class StaticInformer<T> implements SharedInformer<T> {
     const key = tryObjectKey(obj);
     if (key === undefined) {
       const reason = `cannot ${operation}: metadata.name must be a non-empty string`;
-      this.#log.warn(`ignoring ${this.#kind} without a usable name: ${reason}`);
-      if (channels.objectRejected.hasSubscribers) {
-        const message: ObjectRejectedMessage = { kind: this.#kind, key: UNKNOWN_KEY, reason };
-        channels.objectRejected.publish(message);
-      }
+      reportInvalidObject(this.#log, new InvalidObjectError(this.#kind, UNKNOWN_KEY, reason));
     }
     return key;
   }

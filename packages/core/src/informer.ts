@@ -6,12 +6,15 @@
 
 /** What a delete may deliver when the informer missed the final state (client-go's DeletedFinalStateUnknown). */
 export interface DeletedFinalStateUnknown<T> {
+  /** The "ns/name" key of the deleted object. */
   key: string;
+  /** The last state the informer knew, possibly stale. */
   obj: T;
 }
 
 /** The callbacks an informer calls. They are called synchronously, in the informer's order. */
 export interface InformerEventHandler<T> {
+  /** An object appeared, or was listed (also for a handler registered late). */
   onAdd(obj: T): void;
   /** Called with old === obj (deep-equal) on a periodic resync; handlers must treat that as no change. */
   onUpdate(oldObj: T, obj: T): void;

@@ -28,8 +28,11 @@ export const IPTABLES_CHAINS = {
 
 /** One rule: `iptables -t table -A chain ...args`. */
 export interface IptablesRule {
+  /** "nat" or "filter". */
   table: IptablesTable;
+  /** The chain the rule lives in. */
   chain: string;
+  /** Everything after the chain name: matches, then `-j` and the target. */
   args: readonly string[];
 }
 

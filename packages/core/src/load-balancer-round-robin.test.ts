@@ -11,10 +11,10 @@ import {
   RoundRobinLoadBalancer,
   type RoundRobinLoadBalancerOptions,
 } from './load-balancer-round-robin.js';
-import type { Logger } from './logger.js';
 import type { Addr, Endpoints } from './model.js';
 import { mulberry32 } from './random.js';
 import type { ServicePortName } from './service-port-name.js';
+import { spyLogger } from './test-support/spy-logger.js';
 
 const svc = (port = 'p', name = 'web', namespace = 'ns'): ServicePortName => ({
   namespace,
@@ -47,20 +47,6 @@ function makeLB(options: RoundRobinLoadBalancerOptions = {}) {
 
 function picks(lb: RoundRobinLoadBalancer, n: number, port = svc(), src: Addr | null = null) {
   return Array.from({ length: n }, () => lb.nextEndpoint(port, src, false));
-}
-
-function spyLogger() {
-  const logger = {
-    silly: vi.fn(),
-    trace: vi.fn(),
-    debug: vi.fn(),
-    info: vi.fn(),
-    warn: vi.fn(),
-    error: vi.fn(),
-    fatal: vi.fn(),
-    getSubLogger: (): Logger => logger,
-  };
-  return logger;
 }
 
 const three = { p: ['endpoint1:1', 'endpoint2:2', 'endpoint3:3'] };
@@ -380,6 +366,22 @@ describe('ClientIP affinity', () => {
     expect(lb.nextEndpoint(svc(), client(3), false)).toBe(order[2]);
     expect(lb.nextEndpoint(svc(), client(4), false)).toBe(order[0]);
     expect(lb.nextEndpoint(svc(), client(2), false)).toBe(order[1]);
+  });
+
+  it('times records on a monotonic clock by default: a wall-clock step changes nothing', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const lb = new RoundRobinLoadBalancer({ random: mulberry32(1) });
+      lb.newService(svc(), 'ClientIP', 60);
+      lb.onEndpointsAdd(eps('web', three));
+      const pinned = lb.nextEndpoint(svc(), client(1), false);
+      vi.setSystemTime(Date.now() + 3_600_000); // the wall clock jumps an hour ahead
+      expect(lb.nextEndpoint(svc(), client(1), false)).toBe(pinned);
+      vi.setSystemTime(Date.now() - 7_200_000); // and two hours back
+      expect(lb.nextEndpoint(svc(), client(1), false)).toBe(pinned);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('keys on the IP only, folding IPv4-mapped IPv6 into IPv4', () => {

@@ -1,15 +1,11 @@
-import { isIP } from 'node:net';
 import { buildPortsToEndpointsMap } from './endpoints-map.js';
-import {
-  InvalidOptionError,
-  MalformedSourceAddressError,
-  MissingEndpointsError,
-  MissingServiceEntryError,
-} from './errors.js';
+import { InvalidOptionError, MissingEndpointsError, MissingServiceEntryError } from './errors.js';
 import type { AffinityType, LoadBalancer } from './load-balancer.js';
+import { BalancerState } from './load-balancer-state.js';
 import { componentLogger, type Logger } from './logger.js';
 import { type Addr, DEFAULT_CLIENT_IP_AFFINITY_SECONDS, type Endpoints } from './model.js';
-import { type RandomSource, shuffled } from './random.js';
+import { tryObjectName } from './object-key.js';
+import type { RandomSource } from './random.js';
 import { type ServicePortName, servicePortNameString } from './service-port-name.js';
 
 /**
@@ -23,7 +19,10 @@ export const DEFAULT_MAX_AFFINITY_RECORDS = 100_000;
 export interface RoundRobinLoadBalancerOptions {
   /** Source for the endpoint shuffles. Default `Math.random`; pass `mulberry32(seed)` in tests. */
   random?: RandomSource;
-  /** Wall clock in ms for affinity TTLs. Default `Date.now`. */
+  /**
+   * Clock in ms for affinity TTLs. Default `performance.now`: monotonic, as Go's `time.Since` is, so
+   * a wall-clock step (NTP, a VM resumed) neither drops every client's endpoint nor pins it for hours.
+   */
   now?: () => number;
   /** ClientIP affinity records kept per Service port. Default {@link DEFAULT_MAX_AFFINITY_RECORDS}. */
   maxAffinityRecords?: number;
@@ -31,35 +30,7 @@ export interface RoundRobinLoadBalancerOptions {
   logger?: Logger;
 }
 
-interface AffinityRecord {
-  endpoint: string;
-  lastUsed: number;
-}
-
 const EMPTY: readonly string[] = Object.freeze([]);
-
-/** Everything the balancer knows about one Service port. */
-class BalancerState {
-  /** A frozen, shuffled copy: replaced on change, never mutated, so it can be handed out. */
-  endpoints: readonly string[] = EMPTY;
-  index = 0;
-  sticky: boolean;
-  affinityType: AffinityType;
-  ttlSeconds: number;
-  /** Client IP → record; insertion order is the order of last assignment (eviction order). */
-  readonly affinity = new Map<string, AffinityRecord>();
-  /** Set by newService; a state only endpoints created is dropped once they are gone. */
-  registered = false;
-  /** False once removed from the balancer, so cached references to it are looked up again. */
-  live = true;
-  warnedLimit = false;
-
-  constructor(affinityType: AffinityType, ttlSeconds: number) {
-    this.affinityType = affinityType;
-    this.sticky = affinityType === 'ClientIP';
-    this.ttlSeconds = ttlSeconds;
-  }
-}
 
 /**
  * Remembers, per ServicePortName object, its key string and state, so that a pick builds no string
@@ -97,13 +68,22 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   readonly #sources = new Map<string, Map<string, string[]>>();
   readonly #keys = new WeakMap<ServicePortName, KeyCacheEntry>();
 
+  /** Warns once per burst of evictions, until cleanup brings the records below the limit again. */
+  readonly #onLimit = (state: BalancerState): void => {
+    if (state.warnedLimit) return;
+    state.warnedLimit = true;
+    this.#log.warn(
+      `affinity records reached the limit of ${this.#maxAffinity}; evicting the oldest (raise maxAffinityRecords if this Service has that many clients)`,
+    );
+  };
+
   constructor(options: RoundRobinLoadBalancerOptions = {}) {
     const max = options.maxAffinityRecords ?? DEFAULT_MAX_AFFINITY_RECORDS;
     if (!(max === Number.POSITIVE_INFINITY || (Number.isInteger(max) && max >= 1))) {
       throw new InvalidOptionError('maxAffinityRecords', `must be a positive integer, got ${max}`);
     }
     this.#random = options.random ?? Math.random;
-    this.#now = options.now ?? Date.now;
+    this.#now = options.now ?? (() => performance.now());
     this.#maxAffinity = max;
     this.#log = componentLogger(options.logger, 'load-balancer');
   }
@@ -121,56 +101,12 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   ): string {
     const state = this.#lookup(svcPort);
     if (state === undefined) throw new MissingServiceEntryError(servicePortNameString(svcPort));
-    const endpoints = state.endpoints;
-    const n = endpoints.length;
-    if (n === 0) throw new MissingEndpointsError(servicePortNameString(svcPort));
-    if (!state.sticky) {
-      const i = state.index;
-      state.index = i + 1 === n ? 0 : i + 1;
-      return endpoints[i] as string;
+    if (state.endpoints.length === 0) {
+      throw new MissingEndpointsError(servicePortNameString(svcPort));
     }
-    return this.#nextSticky(state, srcAddr, sessionAffinityReset);
-  }
-
-  #nextSticky(state: BalancerState, srcAddr: Addr | null, reset: boolean): string {
-    const ip = clientIP(srcAddr);
+    if (!state.sticky) return state.next();
     const now = this.#now();
-    const record = state.affinity.get(ip);
-    // Only validated addresses become keys, so a hit needs no parsing.
-    if (record === undefined && isIP(ip) === 0) throw new MalformedSourceAddressError(ip);
-    if (
-      record !== undefined &&
-      !reset &&
-      Math.trunc((now - record.lastUsed) / 1000) < state.ttlSeconds
-    ) {
-      record.lastUsed = now;
-      return record.endpoint;
-    }
-    const i = state.index;
-    const endpoint = state.endpoints[i] as string;
-    state.index = i + 1 === state.endpoints.length ? 0 : i + 1;
-    if (record !== undefined) {
-      // Re-inserted so that the Map's order stays the order of last assignment.
-      record.endpoint = endpoint;
-      record.lastUsed = now;
-      state.affinity.delete(ip);
-      state.affinity.set(ip, record);
-    } else {
-      if (state.affinity.size >= this.#maxAffinity) this.#evictOldest(state);
-      state.affinity.set(ip, { endpoint, lastUsed: now });
-    }
-    return endpoint;
-  }
-
-  #evictOldest(state: BalancerState): void {
-    const oldest = state.affinity.keys().next();
-    if (!oldest.done) state.affinity.delete(oldest.value);
-    if (!state.warnedLimit) {
-      state.warnedLimit = true;
-      this.#log.warn(
-        `affinity records reached the limit of ${this.#maxAffinity}; evicting the oldest (raise maxAffinityRecords if this Service has that many clients)`,
-      );
-    }
+    return state.nextSticky(srcAddr, now, sessionAffinityReset, this.#maxAffinity, this.#onLimit);
   }
 
   /**
@@ -188,13 +124,11 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
     if (state === undefined) {
       state = new BalancerState(affinityType, ttl);
       const list = this.#sources.get(`${svcPort.namespace}/${svcPort.name}`)?.get(svcPort.port);
-      if (list !== undefined) state.endpoints = Object.freeze(shuffled(list, this.#random));
+      if (list !== undefined) state.replaceEndpoints(list, this.#random);
       this.#states.set(key, state);
     } else {
       if (affinityType !== '' && affinityType !== state.affinityType) {
-        state.affinityType = affinityType;
-        state.sticky = affinityType === 'ClientIP';
-        if (!state.sticky) state.affinity.clear();
+        state.setAffinityType(affinityType);
       }
       state.ttlSeconds = ttl;
     }
@@ -216,11 +150,7 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   cleanupStaleStickySessions(svcPort: ServicePortName): void {
     const state = this.#lookup(svcPort);
     if (state === undefined || state.affinity.size === 0) return;
-    const now = this.#now();
-    for (const [ip, record] of state.affinity) {
-      if (Math.trunc((now - record.lastUsed) / 1000) >= state.ttlSeconds) state.affinity.delete(ip);
-    }
-    if (state.affinity.size < this.#maxAffinity) state.warnedLimit = false;
+    state.dropExpired(this.#now(), this.#maxAffinity);
   }
 
   /** True when the port is known and has at least one endpoint. */
@@ -253,7 +183,7 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
 
   /** Resets every port of the Service: endpoints and affinity go, type and TTL stay. */
   onEndpointsDelete(endpoints: Endpoints): void {
-    const id = serviceId(endpoints);
+    const id = tryObjectName(endpoints);
     if (id === undefined) return;
     const ports = new Set(buildPortsToEndpointsMap(endpoints, this.#log).keys());
     for (const port of this.#sources.get(id.key)?.keys() ?? []) ports.add(port);
@@ -265,12 +195,12 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   onEndpointsSynced(): void {}
 
   #apply(oldEndpoints: Endpoints | undefined, endpoints: Endpoints): void {
-    const id = serviceId(endpoints);
+    const id = tryObjectName(endpoints);
     if (id === undefined) {
       this.#log.debug('ignoring Endpoints without metadata.name');
       return;
     }
-    const oldId = oldEndpoints === undefined ? undefined : serviceId(oldEndpoints);
+    const oldId = oldEndpoints === undefined ? undefined : tryObjectName(oldEndpoints);
     if (oldId !== undefined && oldId.key !== id.key && oldEndpoints !== undefined) {
       this.onEndpointsDelete(oldEndpoints);
     }
@@ -293,18 +223,11 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
       // Endpoints before the Service: serve them at once, without affinity until newService.
       state = new BalancerState('', DEFAULT_CLIENT_IP_AFFINITY_SECONDS);
       this.#states.set(key, state);
-    } else if (sameMembers(state.endpoints, list)) {
-      return; // same set: keep order, rotation and affinity
     }
-    if (state.affinity.size > 0) {
-      const present = new Set(list);
-      for (const [ip, record] of state.affinity) {
-        if (!present.has(record.endpoint)) state.affinity.delete(ip);
-      }
+    // The same set changes nothing: order, rotation and affinity are kept.
+    if (state.replaceEndpoints(list, this.#random)) {
+      this.#log.debug(`setting endpoints for ${key} to ${list.join(', ')}`);
     }
-    state.endpoints = Object.freeze(shuffled(list, this.#random));
-    state.index = 0;
-    this.#log.debug(`setting endpoints for ${key} to ${list.join(', ')}`);
   }
 
   #resetPort(key: string): void {
@@ -315,9 +238,7 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
       state.live = false;
       this.#states.delete(key);
     } else {
-      state.endpoints = EMPTY;
-      state.index = 0;
-      state.affinity.clear();
+      state.clearEndpoints();
     }
     this.#log.debug(`removing endpoints for ${key}`);
   }
@@ -352,38 +273,6 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   }
 }
 
-/** The affinity key of a client: its IP, with IPv4-mapped IPv6 folded to IPv4 as Go's net does. */
-function clientIP(srcAddr: Addr | null): string {
-  const address: unknown =
-    typeof srcAddr === 'object' && srcAddr !== null ? srcAddr.address : undefined;
-  if (typeof address !== 'string') {
-    throw new MalformedSourceAddressError(srcAddr === null ? 'null' : typeof address);
-  }
-  if (address.startsWith('::ffff:') && isIP(address.slice(7)) === 4) return address.slice(7);
-  return address;
-}
-
-function serviceId(
-  endpoints: Endpoints,
-): { key: string; namespace: string; name: string } | undefined {
-  const meta: unknown =
-    typeof endpoints === 'object' && endpoints !== null ? endpoints.metadata : undefined;
-  if (typeof meta !== 'object' || meta === null) return undefined;
-  const { name, namespace } = meta as { name?: unknown; namespace?: unknown };
-  if (typeof name !== 'string' || name === '') return undefined;
-  // An absent namespace means "default", as validation.ts and the API server have it.
-  const ns = typeof namespace === 'string' && namespace !== '' ? namespace : 'default';
-  return { key: `${ns}/${name}`, namespace: ns, name };
-}
-
 function portKey(id: { namespace: string; name: string }, port: string): string {
   return servicePortNameString({ namespace: id.namespace, name: id.name, port });
-}
-
-/** Both lists are duplicate-free (buildPortsToEndpointsMap), so equal size + inclusion is equality. */
-function sameMembers(current: readonly string[], next: readonly string[]): boolean {
-  if (current.length !== next.length) return false;
-  const set = new Set(current);
-  for (const endpoint of next) if (!set.has(endpoint)) return false;
-  return true;
 }

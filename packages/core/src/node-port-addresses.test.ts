@@ -1,4 +1,3 @@
-import type { NetworkInterfaceInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from './errors.js';
 import {
@@ -7,24 +6,12 @@ import {
   parseCidr,
   resolveNodePortAddresses,
 } from './node-port-addresses.js';
-
-function info(address: string, internal = false): NetworkInterfaceInfo {
-  const v6 = address.includes(':');
-  return {
-    address,
-    netmask: v6 ? 'ffff:ffff:ffff:ffff::' : '255.255.255.0',
-    family: v6 ? 'IPv6' : 'IPv4',
-    mac: '00:00:00:00:00:00',
-    internal,
-    cidr: null,
-    ...(v6 ? { scopeid: 0 } : {}),
-  } as NetworkInterfaceInfo;
-}
+import { nic } from './test-support/fake-host.js';
 
 const host = () => ({
-  lo: [info('127.0.0.1', true), info('::1', true)],
-  eth0: [info('192.168.1.10'), info('fe80::1'), info('fd00::10')],
-  eth1: [info('10.1.0.5')],
+  lo: [nic('127.0.0.1', true), nic('::1', true)],
+  eth0: [nic('192.168.1.10'), nic('fe80::1'), nic('fd00::10')],
+  eth1: [nic('10.1.0.5')],
 });
 
 describe('resolveNodePortAddresses', () => {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { objectKey, splitObjectKey, tryObjectKey, UNKNOWN_KEY } from './object-key.js';
+import {
+  objectKey,
+  splitObjectKey,
+  tryObjectKey,
+  tryObjectName,
+  UNKNOWN_KEY,
+} from './object-key.js';
 
 describe('object keys', () => {
   it('joins namespace and name, defaulting the namespace', () => {
@@ -28,8 +34,18 @@ describe('object keys', () => {
       throwing,
     ]) {
       expect(tryObjectKey(value)).toBeUndefined();
+      expect(tryObjectName(value)).toBeUndefined();
       expect(objectKey(value)).toBe(UNKNOWN_KEY);
     }
+  });
+
+  it('gives the parts of the key too', () => {
+    expect(tryObjectName({ metadata: { name: 'web' } })).toEqual({
+      namespace: 'default',
+      name: 'web',
+      key: 'default/web',
+    });
+    expect(tryObjectName({ metadata: { name: 'web', namespace: 'ns' } })?.key).toBe('ns/web');
   });
 
   it('splits keys back', () => {

@@ -10,28 +10,46 @@
  */
 export const DEFAULT_NAMESPACE = 'default';
 
+/** The identity of an object: its namespace (defaulted), its name and their "ns/name" key. */
+export interface ObjectName {
+  /** The namespace, {@link DEFAULT_NAMESPACE} when the object names none. */
+  namespace: string;
+  /** `metadata.name`. */
+  name: string;
+  /** "namespace/name". */
+  key: string;
+}
+
 /**
- * The "ns/name" key of an object, or undefined when it has no usable identity (no object, no
- * `metadata`, a `metadata.name` that is not a non-empty string, or a namespace that is not a string).
- * Never throws, whatever is passed: stores use it on untrusted input before any validation.
- * An absent, null or "" namespace is {@link DEFAULT_NAMESPACE}.
+ * The namespace, name and "ns/name" key of an object, or undefined when it has no usable identity (no
+ * object, no `metadata`, a `metadata.name` that is not a non-empty string, or a namespace that is not
+ * a string). Never throws, whatever is passed: stores and the load balancer use it on untrusted
+ * input. An absent, null or "" namespace is {@link DEFAULT_NAMESPACE}.
  */
-export function tryObjectKey(obj: unknown): string | undefined {
+export function tryObjectName(obj: unknown): ObjectName | undefined {
   try {
     if (typeof obj !== 'object' || obj === null) return undefined;
     const metadata: unknown = (obj as { metadata?: unknown }).metadata;
     if (typeof metadata !== 'object' || metadata === null) return undefined;
     const { name, namespace } = metadata as { name?: unknown; namespace?: unknown };
     if (typeof name !== 'string' || name === '') return undefined;
-    if (namespace === undefined || namespace === null || namespace === '') {
-      return `${DEFAULT_NAMESPACE}/${name}`;
-    }
-    if (typeof namespace !== 'string') return undefined;
-    return `${namespace}/${name}`;
+    const ns = namespace === undefined || namespace === null ? '' : namespace;
+    if (typeof ns !== 'string') return undefined;
+    const resolved = ns === '' ? DEFAULT_NAMESPACE : ns;
+    return { namespace: resolved, name, key: `${resolved}/${name}` };
   } catch {
     // A getter or proxy trap threw: such an object has no identity we can trust.
     return undefined;
   }
+}
+
+/**
+ * The "ns/name" key of an object, or undefined when it has no usable identity (see
+ * {@link tryObjectName}). Never throws, whatever is passed: stores use it on untrusted input before
+ * any validation.
+ */
+export function tryObjectKey(obj: unknown): string | undefined {
+  return tryObjectName(obj)?.key;
 }
 
 /**

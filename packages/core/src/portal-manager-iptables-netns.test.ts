@@ -52,10 +52,11 @@ describe.skipIf(skip)(`IptablesPortalManager in a network namespace${why}`, () =
   let b: Netns;
 
   beforeAll(async () => {
-    a = await sandbox.namespace();
-    b = await sandbox.namespace();
-    await sandbox.link(a, b, { addressA: `${A_IP}/24`, addressB: `${B_IP}/24` });
-    await b.exec('ip', ['route', 'add', '10.96.0.0/16', 'via', A_IP]);
+    ({ node: a, client: b } = await sandbox.nodeAndClient({
+      addressA: `${A_IP}/24`,
+      addressB: `${B_IP}/24`,
+      serviceRange: '10.96.0.0/16',
+    }));
   });
   afterAll(() => sandbox.cleanup());
 

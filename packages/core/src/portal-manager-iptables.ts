@@ -1,27 +1,17 @@
 import { networkInterfaces } from 'node:os';
-import {
-  type CommandResult,
-  type CommandRunner,
-  commandOutput,
-  ExecCommandRunner,
-  formatCommand,
-  isCommandNotFound,
-} from './command-runner.js';
-import { CleanupError, CommandError, InvalidOptionError, PortalError } from './errors.js';
+import { type CommandRunner, ExecCommandRunner } from './command-runner.js';
+import { CommandError, InvalidOptionError, PortalError } from './errors.js';
 import {
   describePortal as describe,
   type IptablesRule,
   invalidPortalReason,
-  isIptablesNotFound,
-  isIptablesUnavailable,
-  JUMP_RULES,
-  OWNED_CHAINS,
   portalFamily,
   portalKey,
   portalRules,
   stripPhysdev,
   usesPhysdev,
 } from './iptables-rules.js';
+import { IptablesRunner } from './iptables-runner.js';
 import { componentLogger, type Logger } from './logger.js';
 import type { Portal, PortalManager } from './portal-manager.js';
 
@@ -38,6 +28,7 @@ export const DEFAULT_IPTABLES_OPTIONS = {
 export interface IptablesPortalManagerOptions {
   /** Runs iptables. Default: an {@link ExecCommandRunner}. */
   runner?: CommandRunner;
+  /** tslog-compatible; default silent. */
   logger?: Logger;
   /**
    * Where this host's own traffic to a Service is DNATed when the proxy listens on every address
@@ -69,11 +60,10 @@ interface OpenedPortal {
  * it are never interleaved with another portal's.
  */
 export class IptablesPortalManager implements PortalManager {
-  readonly #runner: CommandRunner;
+  readonly #ipt: IptablesRunner;
   readonly #log: Logger;
   readonly #hostIPs: readonly string[];
   readonly #commands: { ipv4: string; ipv6: string };
-  readonly #lockWait: string;
   readonly #flushOnInit: boolean;
   readonly #interfaces: typeof networkInterfaces;
   #physdev: boolean | undefined;
@@ -82,7 +72,6 @@ export class IptablesPortalManager implements PortalManager {
   readonly #opened = new Map<string, OpenedPortal>();
 
   constructor(options: IptablesPortalManagerOptions = {}) {
-    this.#runner = options.runner ?? new ExecCommandRunner();
     this.#log = componentLogger(options.logger, 'iptables-portals');
     const hostIP = options.hostIP ?? [];
     this.#hostIPs = typeof hostIP === 'string' ? [hostIP] : hostIP;
@@ -98,7 +87,7 @@ export class IptablesPortalManager implements PortalManager {
     if (!Number.isInteger(wait) || wait < 0) {
       throw new InvalidOptionError('lockWaitSeconds', `${wait} is not a whole number of seconds`);
     }
-    this.#lockWait = String(wait);
+    this.#ipt = new IptablesRunner(options.runner ?? new ExecCommandRunner(), wait);
     this.#flushOnInit = options.flushOnInit ?? true;
     this.#physdev = options.physdev;
     this.#interfaces = options.networkInterfaces ?? networkInterfaces;
@@ -137,12 +126,7 @@ export class IptablesPortalManager implements PortalManager {
   }
 
   async #open(portal: Portal): Promise<void> {
-    const invalid = invalidPortalReason(portal);
-    if (invalid !== undefined) {
-      throw new PortalError(describe(portal), 'open', {
-        cause: new InvalidOptionError('portal', invalid),
-      });
-    }
+    refuseInvalid(portal, 'open');
     const key = portalKey(portal);
     const known = this.#opened.get(key);
     const added: IptablesRule[] = [];
@@ -154,7 +138,7 @@ export class IptablesPortalManager implements PortalManager {
       const installed: IptablesRule[] = [];
       for (const rule of rules) {
         const { rule: actual, changed } = await this.#withPhysdevFallback(rule, (r) =>
-          this.#ensureRule(command, r, 'append'),
+          this.#ipt.ensureRule(command, r, 'append'),
         );
         installed.push(actual);
         if (changed) added.push(actual);
@@ -165,7 +149,7 @@ export class IptablesPortalManager implements PortalManager {
       }
     } catch (error) {
       for (const rule of added.reverse()) {
-        await this.#deleteRule(command, rule).catch((e: unknown) => {
+        await this.#ipt.deleteRule(command, rule).catch((e: unknown) => {
           this.#log.warn(`could not roll back a rule of ${describe(portal)}`, e);
         });
       }
@@ -174,12 +158,7 @@ export class IptablesPortalManager implements PortalManager {
   }
 
   async #close(portal: Portal): Promise<void> {
-    const invalid = invalidPortalReason(portal);
-    if (invalid !== undefined) {
-      throw new PortalError(describe(portal), 'close', {
-        cause: new InvalidOptionError('portal', invalid),
-      });
-    }
+    refuseInvalid(portal, 'close');
     const key = portalKey(portal);
     const errors: unknown[] = [];
     let opened = this.#opened.get(key);
@@ -193,7 +172,7 @@ export class IptablesPortalManager implements PortalManager {
     }
     const { command, rules } = opened;
     for (const rule of rules) {
-      await this.#withPhysdevFallback(rule, (r) => this.#deleteRule(command, r)).catch(
+      await this.#withPhysdevFallback(rule, (r) => this.#ipt.deleteRule(command, r)).catch(
         (e: unknown) => errors.push(e),
       );
     }
@@ -207,78 +186,19 @@ export class IptablesPortalManager implements PortalManager {
   }
 
   async #cleanup(): Promise<void> {
-    const errors: unknown[] = [];
-    const report = (command: string, op: string, rule: IptablesRule, r: CommandResult): boolean => {
-      if (r.code === 0 || isIptablesNotFound(r) || isIptablesUnavailable(r)) return r.code === 0;
-      errors.push(this.#failure(command, op, rule, r));
-      return false;
-    };
-    for (const command of new Set([this.#commands.ipv4, this.#commands.ipv6])) {
-      this.#initialized.delete(command);
-      for (const [key, opened] of this.#opened) {
-        if (opened.command === command) this.#opened.delete(key);
-      }
-      for (const jump of JUMP_RULES) {
-        // A crashed older proxy may have added a jump more than once; delete until none is left.
-        for (let i = 0; i < DEFAULT_IPTABLES_OPTIONS.maxJumpRuleDuplicates; i++) {
-          if (!report(command, '-D', jump, await this.#ipt(command, '-D', jump))) break;
-        }
-      }
-      for (const { table, chain } of OWNED_CHAINS) {
-        const owned = { table, chain, args: [] };
-        if (report(command, '-F', owned, await this.#ipt(command, '-F', owned))) {
-          report(command, '-X', owned, await this.#ipt(command, '-X', owned));
-        }
-      }
-    }
-    if (errors.length > 0) {
-      const cause =
-        errors.length === 1 ? errors[0] : new AggregateError(errors, `${errors.length} failures`);
-      throw new CleanupError('iptables chains and jump rules', { cause });
-    }
+    const commands = new Set([this.#commands.ipv4, this.#commands.ipv6]);
+    // Whatever happens below, nothing is known to be installed any more: the next open starts over.
+    this.#initialized.clear();
+    this.#opened.clear();
+    await this.#ipt.removeAll(commands, DEFAULT_IPTABLES_OPTIONS.maxJumpRuleDuplicates);
     this.#log.info('removed leftover iptables chains and jump rules');
   }
 
   /** Creates our chains and jump rules for one iptables command, once (again after a failure). */
   async #init(command: string): Promise<void> {
     if (this.#initialized.has(command)) return;
-    for (const { table, chain } of OWNED_CHAINS) {
-      const owned = { table, chain, args: [] };
-      const r = await this.#ipt(command, '-N', owned);
-      if (r.code !== 0 && !/already exists/i.test(commandOutput(r))) {
-        throw this.#failure(command, '-N', owned, r);
-      }
-      if (this.#flushOnInit) await this.#must(command, '-F', owned);
-    }
-    for (const jump of JUMP_RULES) await this.#ensureRule(command, jump, jump.position);
+    await this.#ipt.ensureChains(command, this.#flushOnInit);
     this.#initialized.add(command);
-  }
-
-  /** Adds a rule unless `-C` finds it; resolves with whether it was added. */
-  async #ensureRule(
-    command: string,
-    rule: IptablesRule,
-    position: 'prepend' | 'append',
-  ): Promise<boolean> {
-    const check = await this.#ipt(command, '-C', rule);
-    if (check.code === 0) return false;
-    if (check.code !== 1 || isCommandNotFound(check)) {
-      throw this.#failure(command, '-C', rule, check);
-    }
-    if (position === 'prepend') {
-      await this.#must(command, '-I', { ...rule, args: ['1', ...rule.args] });
-    } else {
-      await this.#must(command, '-A', rule);
-    }
-    return true;
-  }
-
-  /** Deletes a rule; "not there" is success. Resolves with whether it was there. */
-  async #deleteRule(command: string, rule: IptablesRule): Promise<boolean> {
-    const r = await this.#ipt(command, '-D', rule);
-    if (r.code === 0) return true;
-    if (isIptablesNotFound(r)) return false;
-    throw this.#failure(command, '-D', rule, r);
   }
 
   /**
@@ -327,23 +247,14 @@ export class IptablesPortalManager implements PortalManager {
     }
     throw new InvalidOptionError('hostIP', `no ${family} address found on this host; pass hostIP`);
   }
+}
 
-  #argv(op: string, rule: IptablesRule): string[] {
-    return ['-w', this.#lockWait, '-t', rule.table, op, rule.chain, ...rule.args];
-  }
-
-  #ipt(command: string, op: string, rule: IptablesRule): Promise<CommandResult> {
-    return this.#runner.run(command, this.#argv(op, rule));
-  }
-
-  async #must(command: string, op: string, rule: IptablesRule): Promise<void> {
-    const r = await this.#ipt(command, op, rule);
-    if (r.code !== 0) throw this.#failure(command, op, rule, r);
-  }
-
-  #failure(command: string, op: string, rule: IptablesRule, r: CommandResult): CommandError {
-    const hint = isCommandNotFound(r) ? ' (install iptables)' : '';
-    const cmdline = formatCommand(command, this.#argv(op, rule));
-    return new CommandError(cmdline, `exit ${r.code}${hint}: ${commandOutput(r)}`);
+/** A portal comes from Service objects: a malformed one is refused before anything runs. */
+function refuseInvalid(portal: Portal, action: 'open' | 'close'): void {
+  const invalid = invalidPortalReason(portal);
+  if (invalid !== undefined) {
+    throw new PortalError(describe(portal), action, {
+      cause: new InvalidOptionError('portal', invalid),
+    });
   }
 }

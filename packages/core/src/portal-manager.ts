@@ -9,14 +9,19 @@ export type PortalKind = 'cluster-ip' | 'external-ip' | 'load-balancer' | 'node-
  * node ports) is sent to the proxy socket at `proxyIP:proxyPort`.
  */
 export interface Portal {
+  /** The Service port; its string form is the iptables comment. */
   service: ServicePortName;
+  /** The Service port's protocol. */
   protocol: Protocol;
+  /** Which address this is; it decides the rules (external IPs also match local traffic). */
   kind: PortalKind;
   /** The Service address; null for a node port, which is captured on every local address. */
   ip: string | null;
+  /** The Service port, or the node port for a node-port portal. */
   port: number;
   /** Where the proxy socket listens ("0.0.0.0" means REDIRECT, anything else DNAT). */
   proxyIP: string;
+  /** The port the proxy socket is bound to. */
   proxyPort: number;
 }
 

@@ -151,7 +151,9 @@ interface PendingConflict {
  * Service to another within one sync does not produce a spurious event).
  */
 export class SyncRun {
+  /** Addresses of UDP Service ports stopped in this sync: conntrack is cleared for them at its end. */
   readonly staleUdpIPs = new Set<string>();
+  /** Service ports waiting for a claim released in this sync: retried before it ends. */
   readonly retry = new Set<string>();
   /** Service ports this sync has already tried to open: not retried again for an old failure. */
   readonly attempted = new Set<string>();

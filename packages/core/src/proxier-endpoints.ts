@@ -1,20 +1,15 @@
-import { channels } from './diagnostics.js';
 import { EndpointSliceMerger } from './endpoint-slice-merger.js';
-import type { InvalidObjectError } from './errors.js';
 import type { EndpointSliceHandler, EndpointsHandler } from './handlers.js';
 import type { LoadBalancer } from './load-balancer.js';
 import type { Logger } from './logger.js';
 import type { EndpointSlice, Endpoints } from './model.js';
 import { splitObjectKey, tryObjectKey } from './object-key.js';
-import { validateEndpointSlice, validateEndpoints } from './validation.js';
-
-/** Logs a malformed object and publishes it on `userspace-proxy:object:rejected`. */
-export function rejectObject(log: Logger, error: InvalidObjectError): void {
-  log.warn(error.message);
-  if (channels.objectRejected.hasSubscribers) {
-    channels.objectRejected.publish({ kind: error.kind, key: error.key, reason: error.reason });
-  }
-}
+import {
+  reportInvalidObject,
+  type ValidationResult,
+  validateEndpointSlice,
+  validateEndpoints,
+} from './validation.js';
 
 /** Runs a handler body; whatever it throws is logged, never passed back to the informer. */
 export function guarded(log: Logger, what: string, body: () => void): void {
@@ -25,11 +20,17 @@ export function guarded(log: Logger, what: string, body: () => void): void {
   }
 }
 
+/** Validation that reuses what a config fan-out already checked (ValidateOptions.reuse). */
+const REUSE = { reuse: true } as const;
+const checkEndpoints = (obj: unknown) => validateEndpoints(obj, REUSE);
+const checkSlice = (obj: unknown) => validateEndpointSlice(obj, REUSE);
+
 /**
  * The Proxier's endpoint intake: validates Endpoints and EndpointSlices and hands them to the load
  * balancer at once (slices merged per Service by an EndpointSliceMerger). It never touches sockets,
  * costs O(1) in the number of Services, and never throws. `onSynced` is told when either kind has
- * synced, which is what the Proxier waits for besides Services.
+ * synced, which is what the Proxier waits for besides Services. Objects a config fan-out delivered
+ * were validated there and are not checked or copied again.
  */
 export class EndpointsIntake implements EndpointsHandler, EndpointSliceHandler {
   readonly #lb: LoadBalancer;
@@ -44,90 +45,92 @@ export class EndpointsIntake implements EndpointsHandler, EndpointSliceHandler {
     this.#onSynced = onSynced;
   }
 
+  /** Hands a valid object to the load balancer. */
   onEndpointsAdd(endpoints: Endpoints): void {
-    guarded(this.#log, 'onEndpointsAdd', () => {
-      const result = validateEndpoints(endpoints);
-      if (result.ok) this.#lb.onEndpointsAdd(result.value);
-      else rejectObject(this.#log, result.error);
-    });
+    this.#accept('onEndpointsAdd', endpoints, checkEndpoints, (e) => this.#lb.onEndpointsAdd(e));
   }
 
+  /** Hands a valid new state over; an old state that was refused makes it an add. */
   onEndpointsUpdate(oldEndpoints: Endpoints, endpoints: Endpoints): void {
     // A resync hands over the very same object: nothing can have changed.
     if (oldEndpoints === endpoints) return;
-    guarded(this.#log, 'onEndpointsUpdate', () => {
-      const result = validateEndpoints(endpoints);
-      if (!result.ok) {
-        rejectObject(this.#log, result.error);
-        return;
-      }
-      const old = validateEndpoints(oldEndpoints);
+    this.#accept('onEndpointsUpdate', endpoints, checkEndpoints, (e) => {
+      const old = checkEndpoints(oldEndpoints);
       // An old state that was refused never reached the load balancer: this is its first state.
-      if (old.ok) this.#lb.onEndpointsUpdate(old.value, result.value);
-      else this.#lb.onEndpointsAdd(result.value);
+      if (old.ok) this.#lb.onEndpointsUpdate(old.value, e);
+      else this.#lb.onEndpointsAdd(e);
     });
   }
 
+  /** Resets the Service's ports, even when the final state is malformed but still names it. */
   onEndpointsDelete(endpoints: Endpoints): void {
-    guarded(this.#log, 'onEndpointsDelete', () => {
-      const result = validateEndpoints(endpoints);
-      if (result.ok) {
-        this.#lb.onEndpointsDelete(result.value);
-        return;
-      }
-      rejectObject(this.#log, result.error);
-      // A malformed final state still names the Service whose endpoints must go.
-      const named = byKey(tryObjectKey(endpoints));
-      if (named !== undefined) this.#lb.onEndpointsDelete(named);
-    });
+    this.#remove('onEndpointsDelete', endpoints, checkEndpoints, (e) =>
+      this.#lb.onEndpointsDelete(e),
+    );
   }
 
+  /** Passed on to the load balancer, then counted as endpoints synced. */
   onEndpointsSynced(): void {
     guarded(this.#log, 'onEndpointsSynced', () => this.#lb.onEndpointsSynced());
     this.#onSynced();
   }
 
+  /** Merges a valid slice into its Service's endpoints. */
   onEndpointSliceAdd(slice: EndpointSlice): void {
-    guarded(this.#log, 'onEndpointSliceAdd', () => {
-      const result = validateEndpointSlice(slice);
-      if (result.ok) this.#slices.onEndpointSliceAdd(result.value);
-      else rejectObject(this.#log, result.error);
-    });
+    this.#accept('onEndpointSliceAdd', slice, checkSlice, (s) =>
+      this.#slices.onEndpointSliceAdd(s),
+    );
   }
 
+  /** As an add: the merger keeps its own copy of each slice and reads only the new one. */
   onEndpointSliceUpdate(oldSlice: EndpointSlice, slice: EndpointSlice): void {
     if (oldSlice === slice) return;
-    guarded(this.#log, 'onEndpointSliceUpdate', () => {
-      const result = validateEndpointSlice(slice);
-      // The merger keeps its own copy of each slice and reads only the new one.
-      if (result.ok) this.#slices.onEndpointSliceAdd(result.value);
-      else rejectObject(this.#log, result.error);
-    });
+    this.onEndpointSliceAdd(slice);
   }
 
+  /** Forgets the slice, by its name alone when the final state is malformed. */
   onEndpointSliceDelete(slice: EndpointSlice): void {
-    guarded(this.#log, 'onEndpointSliceDelete', () => {
-      const result = validateEndpointSlice(slice);
-      if (result.ok) {
-        this.#slices.onEndpointSliceDelete(result.value);
-        return;
-      }
-      rejectObject(this.#log, result.error);
-      // The merger forgets a slice by its name alone.
-      const named = byKey(tryObjectKey(slice));
-      if (named !== undefined)
-        this.#slices.onEndpointSliceDelete(named as unknown as EndpointSlice);
-    });
+    this.#remove('onEndpointSliceDelete', slice, checkSlice, (s) =>
+      this.#slices.onEndpointSliceDelete(s as EndpointSlice),
+    );
   }
 
+  /** Passed on to the merger (and so to the load balancer), then counted as endpoints synced. */
   onEndpointSlicesSynced(): void {
     guarded(this.#log, 'onEndpointSlicesSynced', () => this.#slices.onEndpointSlicesSynced());
     this.#onSynced();
   }
-}
 
-/** A minimal object naming `key`, for deleting what a malformed final state still identifies. */
-function byKey(key: string | undefined): Endpoints | undefined {
-  const parts = key === undefined ? undefined : splitObjectKey(key);
-  return parts === undefined ? undefined : { metadata: parts };
+  #accept<T>(
+    what: string,
+    obj: unknown,
+    check: (obj: unknown) => ValidationResult<T>,
+    deliver: (value: T) => void,
+  ): void {
+    guarded(this.#log, what, () => {
+      const result = check(obj);
+      if (result.ok) deliver(result.value);
+      else reportInvalidObject(this.#log, result.error);
+    });
+  }
+
+  /** A delete: the validated object, or else a minimal one naming what the malformed state names. */
+  #remove<T>(
+    what: string,
+    obj: unknown,
+    check: (obj: unknown) => ValidationResult<T>,
+    deliver: (value: T | Endpoints) => void,
+  ): void {
+    guarded(this.#log, what, () => {
+      const result = check(obj);
+      if (result.ok) {
+        deliver(result.value);
+        return;
+      }
+      reportInvalidObject(this.#log, result.error);
+      // A malformed final state still names the Service (or slice) whose endpoints must go.
+      const parts = splitObjectKey(tryObjectKey(obj) ?? '');
+      if (parts !== undefined) deliver({ metadata: parts });
+    });
+  }
 }

@@ -1,8 +1,30 @@
+import { PortalError } from './errors.js';
+import type { PortalKind } from './portal-manager.js';
 import type { ProxyMode } from './proxier.js';
-import type { ProxierContext, SyncRun } from './proxier-context.js';
+import { PROXIER_EVENT_REASONS, type ProxierContext, type SyncRun } from './proxier-context.js';
 import { compareSpecs, type ServicePortSpec, specAddresses } from './proxier-service-port.js';
 import type { ServiceInfo } from './service-info.js';
 import type { ServiceInfoImpl } from './service-info-impl.js';
+
+/**
+ * A real proxying listener on an address a mode must own: in both modes the node port on each
+ * node-port address, in redirect mode the Service port on a Service IP local to the host, in
+ * service-port-portal mode every Service address. Each is a claim on (address, port, protocol) in
+ * the shared NodePortClaims, so two Services asking for one conflict visibly instead of failing
+ * with EADDRINUSE.
+ */
+export interface Listener {
+  /** null: every address (node ports with nodePortAddresses "all"). */
+  readonly ip: string | null;
+  /** The Service port, or the node port. */
+  readonly port: number;
+  /** Which address this is; an external IP's info says so (`portal.isExternal`). */
+  readonly kind: PortalKind;
+  /** `conflict`: another Service holds the claim and this one waits for it to be released. */
+  state: 'none' | 'open' | 'conflict' | 'failed';
+  /** The listener's proxy socket, once opened. */
+  info?: ServiceInfoImpl;
+}
 
 /** What both modes keep per served Service port. */
 export interface ModeEntry {
@@ -28,6 +50,7 @@ export const MAX_RETRIES_PER_SYNC = 32;
  * sync only ever touches the entries its changes (and its bounded retries) name.
  */
 export abstract class ServicePortMode<E extends ModeEntry> {
+  /** Which capture mode this is. */
   abstract readonly mode: ProxyMode;
   protected readonly ctx: ProxierContext;
   protected readonly entries = new Map<string, E>();
@@ -122,11 +145,6 @@ export abstract class ServicePortMode<E extends ModeEntry> {
     return this.entries.size;
   }
 
-  /** How many Service ports have something that failed to open and will be retried. */
-  get failedCount(): number {
-    return this.#failed.size;
-  }
-
   /** See `Proxier.getServiceInfo`. */
   getServiceInfo(key: string, portalIP?: string): ServiceInfo | undefined {
     const entry = this.entries.get(key);
@@ -144,6 +162,72 @@ export abstract class ServicePortMode<E extends ModeEntry> {
     this.entries.clear();
     this.#failed.clear();
     for (const entry of entries) await this.#teardown(entry, run);
+  }
+
+  /**
+   * Claims a listener's address and opens its proxy socket; true unless something failed (a failure
+   * is recorded as an event and retried by a later sync). A conflict is not a failure: the listener
+   * waits for the port, and the conflict is reported at the end of the sync if it still stands.
+   * `prepare` runs once the claim is held (making the address bindable), `undo` after a failed open.
+   */
+  protected async openListener(
+    spec: ServicePortSpec,
+    listener: Listener,
+    run: SyncRun,
+    prepare?: () => Promise<void>,
+    undo?: () => Promise<void>,
+  ): Promise<boolean> {
+    const { ip, port, kind } = listener;
+    const result = this.ctx.claims.claim(ip, port, spec.protocol, spec.key);
+    if (!result.ok) {
+      if (listener.state !== 'conflict') {
+        run.conflict(spec.serviceRef, result.error.message, () => listener.state === 'conflict');
+      }
+      listener.state = 'conflict';
+      return true;
+    }
+    const fail = (reason: string, error: unknown): false => {
+      listener.state = 'failed';
+      run.retryOwners(this.ctx.claims.release(ip, port, spec.protocol, spec.key));
+      this.warn(spec, reason, error);
+      return false;
+    };
+    try {
+      await prepare?.();
+    } catch (cause) {
+      const error = new PortalError(`${spec.key} on ${ip}`, 'open', { cause });
+      return fail(PROXIER_EVENT_REASONS.portalFailed, error);
+    }
+    try {
+      const portal = { ip: ip ?? '', port, isExternal: kind === 'external-ip' };
+      listener.info = await this.ctx.openProxy(spec, ip, port, portal);
+      listener.state = 'open';
+      return true;
+    } catch (error) {
+      await undo?.();
+      return fail(PROXIER_EVENT_REASONS.socketOpenFailed, error);
+    }
+  }
+
+  /** Closes a listener and gives its claim back (the Services waiting for it are retried). */
+  protected async closeListener(
+    spec: ServicePortSpec,
+    listener: Listener,
+    run: SyncRun,
+  ): Promise<void> {
+    if (listener.state === 'open' && listener.info !== undefined) {
+      await this.ctx.closeProxy(listener.info, spec.key);
+      run.retryOwners(this.ctx.claims.release(listener.ip, listener.port, spec.protocol, spec.key));
+    } else if (listener.state === 'conflict') {
+      this.ctx.claims.withdraw(listener.port, spec.protocol, spec.key);
+    }
+    listener.state = 'none';
+  }
+
+  /** Records a Warning event on the Service for something that failed, and logs it. */
+  protected warn(spec: ServicePortSpec, reason: string, error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    this.ctx.record(spec.serviceRef, 'Warning', reason, `${spec.key}: ${message}`);
   }
 
   async #ensure(entry: E, run: SyncRun): Promise<void> {

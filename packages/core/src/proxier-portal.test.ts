@@ -1,18 +1,18 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { AddressManager } from './address-manager.js';
 import { RoundRobinLoadBalancer } from './load-balancer-round-robin.js';
 import type { Service } from './model.js';
 import { createProxySocketFactory } from './proxy-socket-factory.js';
-import { startTcpServer, startUdpEchoServer } from './test-support/echo-servers.js';
+import { connectTcp, readBytes } from './test-support/net-clients.js';
 import {
   askTcp,
   endpoints,
   freeTcpPort,
   loopbackServiceIP,
-  namedTcpServer,
   service,
   untilTcp,
   untilUdp,
+  useBackends,
   useProxierHarness,
 } from './test-support/proxier-harness.js';
 
@@ -175,23 +175,15 @@ describe('service-port-portal mode (fake sockets)', () => {
 });
 
 describe('service-port-portal mode with real sockets on 127.x addresses', () => {
-  const backends: { close(): Promise<void> }[] = [];
-  afterEach(async () => {
-    for (const b of backends.splice(0)) await b.close();
-  });
-  async function named(name: string) {
-    const b = await namedTcpServer(name);
-    backends.push(b);
-    return b;
-  }
+  const backends = useBackends();
+  const named = (name: string) => backends.tcp(name);
   const real = () =>
     start({ makeProxySocket: createProxySocketFactory(), nodePortAddresses: ['127.0.0.0/8'] });
 
   it('serves TCP and UDP on the cluster IP, an external IP and the node port', async () => {
     const h = await real();
-    const tcp = await startTcpServer();
-    const udp = await startUdpEchoServer({ prefix: 'u:' });
-    backends.push(tcp, udp);
+    const tcp = await backends.tcp();
+    const udp = await backends.udp('u:');
     const clusterIP = loopbackServiceIP();
     const externalIP = loopbackServiceIP();
     const nodePort = await freeTcpPort();
@@ -282,6 +274,35 @@ describe('service-port-portal mode with real sockets on 127.x addresses', () => 
     expect(await askTcp('127.0.0.1', nodePort)).toBe('one');
     await h.synced(() => h.proxier.onServiceDelete(withNodePort('a', ipA)));
     await untilTcp('127.0.0.1', nodePort, 'two');
+  });
+
+  it('never touches an established connection when the endpoints change or go', async () => {
+    const h = await real();
+    const first = await backends.tcp(); // echoes
+    const second = await named('second');
+    const ip = loopbackServiceIP();
+    h.proxier.onEndpointsAdd(endpoints('a', ['127.0.0.1'], first.port));
+    await h.synced(() =>
+      h.proxier.onServiceAdd(
+        service('a', { clusterIP: ip, ports: [{ name: 'p', port: 8080, protocol: 'TCP' }] }),
+      ),
+    );
+    const client = await connectTcp(8080, ip);
+    client.write('one');
+    expect((await readBytes(client, 3)).toString()).toBe('one');
+    // New clients go to the new endpoint at once; the old connection keeps its endpoint.
+    h.proxier.onEndpointsUpdate(
+      endpoints('a', ['127.0.0.1'], first.port),
+      endpoints('a', ['127.0.0.1'], second.port),
+    );
+    await untilTcp(ip, 8080, 'second');
+    client.write('two');
+    expect((await readBytes(client, 3)).toString()).toBe('two');
+    h.proxier.onEndpointsDelete(endpoints('a', ['127.0.0.1'], second.port));
+    expect(await askTcp(ip, 8080)).not.toBe('second');
+    client.write('three');
+    expect((await readBytes(client, 5)).toString()).toBe('three');
+    client.destroy();
   });
 
   it('serves a Service whose endpoints arrive as EndpointSlices after it', async () => {

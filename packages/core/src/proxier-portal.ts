@@ -1,26 +1,19 @@
 import type { AddressManager } from './address-manager.js';
-import { PortalError } from './errors.js';
 import type { PortalKind } from './portal-manager.js';
-import { PROXIER_EVENT_REASONS, type ProxierContext, type SyncRun } from './proxier-context.js';
-import { type ModeEntry, ServicePortMode } from './proxier-mode.js';
+import type { ProxierContext, SyncRun } from './proxier-context.js';
+import { type Listener, type ModeEntry, ServicePortMode } from './proxier-mode.js';
 import type { ServicePortSpec } from './proxier-service-port.js';
 import type { ServiceInfo } from './service-info.js';
 import type { ServiceInfoImpl } from './service-info-impl.js';
 
 /** One listener of a Service port: the Service port on a Service IP, or the node port on an address. */
-interface Listener {
-  /** null: every address (node ports with nodePortAddresses "all"). */
-  ip: string | null;
-  port: number;
-  kind: PortalKind;
-  state: 'none' | 'open' | 'conflict' | 'failed';
-  info?: ServiceInfoImpl;
+interface PortalListener extends Listener {
   /** True while this listener holds a reference on its address in the AddressManager. */
   holdsAddress: boolean;
 }
 
 interface PortalEntry extends ModeEntry {
-  listeners: Listener[];
+  listeners: PortalListener[];
 }
 
 /**
@@ -33,6 +26,7 @@ interface PortalEntry extends ModeEntry {
  * address and port conflict visibly instead of failing with EADDRINUSE.
  */
 export class PortalMode extends ServicePortMode<PortalEntry> {
+  /** See {@link ServicePortMode.mode}. */
   readonly mode = 'service-port-portal' as const;
   readonly #addresses: AddressManager;
   /** Listeners per address this mode ensured through the AddressManager. */
@@ -44,7 +38,7 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
   }
 
   protected newEntry(spec: ServicePortSpec): PortalEntry {
-    const listeners: Listener[] = [];
+    const listeners: PortalListener[] = [];
     const seen = new Set<string>();
     const add = (kind: PortalKind, ip: string | null, port: number) => {
       const key = `${ip ?? '*'}|${port}`;
@@ -64,7 +58,9 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
   protected async ensure(entry: PortalEntry, run: SyncRun): Promise<boolean> {
     let complete = true;
     for (const listener of entry.listeners) {
-      if (listener.state !== 'open' && !(await this.#open(entry, listener, run))) complete = false;
+      if (listener.state !== 'open' && !(await this.#open(entry.spec, listener, run))) {
+        complete = false;
+      }
     }
     return complete;
   }
@@ -73,15 +69,7 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
     const { spec } = entry;
     for (const listener of entry.listeners) listener.info?.stop();
     for (const listener of entry.listeners) {
-      if (listener.state === 'open' && listener.info !== undefined) {
-        await this.ctx.closeProxy(listener.info, spec.key);
-        run.retryOwners(
-          this.ctx.claims.release(listener.ip, listener.port, spec.protocol, spec.key),
-        );
-      } else if (listener.state === 'conflict') {
-        this.ctx.claims.withdraw(listener.port, spec.protocol, spec.key);
-      }
-      listener.state = 'none';
+      await this.closeListener(spec, listener, run);
       await this.#releaseAddress(listener);
     }
   }
@@ -106,53 +94,21 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
     return found?.info;
   }
 
-  /** How many listeners hold each address through the AddressManager, for inspection and tests. */
-  addressRefs(): ReadonlyMap<string, number> {
-    return this.#addressRefs;
+  /** Opens a listener, first making its address bindable when it is not on an interface. */
+  #open(spec: ServicePortSpec, listener: PortalListener, run: SyncRun): Promise<boolean> {
+    const { ip } = listener;
+    const needsAddress = ip !== null && listener.kind !== 'node-port' && !run.isLocal(ip);
+    if (!needsAddress) return this.openListener(spec, listener, run);
+    return this.openListener(
+      spec,
+      listener,
+      run,
+      () => this.#holdAddress(listener, ip),
+      () => this.#releaseAddress(listener),
+    );
   }
 
-  async #open(entry: PortalEntry, listener: Listener, run: SyncRun): Promise<boolean> {
-    const { spec } = entry;
-    const { ip, port } = listener;
-    const result = this.ctx.claims.claim(ip, port, spec.protocol, spec.key);
-    if (!result.ok) {
-      if (listener.state !== 'conflict') {
-        run.conflict(spec.serviceRef, result.error.message, () => listener.state === 'conflict');
-      }
-      listener.state = 'conflict';
-      return true;
-    }
-    const unclaim = () =>
-      run.retryOwners(this.ctx.claims.release(ip, port, spec.protocol, spec.key));
-    if (ip !== null && listener.kind !== 'node-port' && !run.isLocal(ip)) {
-      try {
-        await this.#holdAddress(listener, ip);
-      } catch (error) {
-        listener.state = 'failed';
-        unclaim();
-        const err = new PortalError(`${spec.key} on ${ip}`, 'open', { cause: error });
-        this.#event(spec, PROXIER_EVENT_REASONS.portalFailed, err);
-        return false;
-      }
-    }
-    try {
-      listener.info = await this.ctx.openProxy(spec, ip, port, {
-        ip: ip ?? '',
-        port,
-        isExternal: listener.kind === 'external-ip',
-      });
-      listener.state = 'open';
-      return true;
-    } catch (error) {
-      listener.state = 'failed';
-      unclaim();
-      await this.#releaseAddress(listener);
-      this.#event(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
-      return false;
-    }
-  }
-
-  async #holdAddress(listener: Listener, ip: string): Promise<void> {
+  async #holdAddress(listener: PortalListener, ip: string): Promise<void> {
     if (listener.holdsAddress) return;
     const count = this.#addressRefs.get(ip) ?? 0;
     if (count === 0) await this.#addresses.ensureAddress(ip);
@@ -161,7 +117,7 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
   }
 
   /** Drops the listener's reference on its address; the last one removes it. Never throws. */
-  async #releaseAddress(listener: Listener): Promise<void> {
+  async #releaseAddress(listener: PortalListener): Promise<void> {
     if (!listener.holdsAddress || listener.ip === null) return;
     listener.holdsAddress = false;
     const ip = listener.ip;
@@ -176,10 +132,5 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
     } catch (error) {
       this.ctx.log.error(`removing the address ${ip} failed`, error);
     }
-  }
-
-  #event(spec: ServicePortSpec, reason: string, error: unknown): void {
-    const message = error instanceof Error ? error.message : String(error);
-    this.ctx.record(spec.serviceRef, 'Warning', reason, `${spec.key}: ${message}`);
   }
 }

@@ -1,19 +1,18 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Service } from './model.js';
 import { createProxySocketFactory } from './proxy-socket-factory.js';
-import { startTcpServer, startUdpEchoServer } from './test-support/echo-servers.js';
 import { connectTcp, readBytes } from './test-support/net-clients.js';
 import {
   askTcp,
   endpoints,
   freeTcpPort,
   type Harness,
-  namedTcpServer,
   RecordingConntrack,
   RecordingPortals,
   service,
   untilTcp,
   untilUdp,
+  useBackends,
   useProxierHarness,
 } from './test-support/proxier-harness.js';
 
@@ -278,20 +277,7 @@ describe('shutdown', () => {
 });
 
 describe('redirect mode with real sockets on loopback', () => {
-  const backends: { close(): Promise<void> }[] = [];
-  afterEach(async () => {
-    for (const b of backends.splice(0)) await b.close();
-  });
-  async function tcpBackend(name?: string) {
-    const b = name === undefined ? await startTcpServer() : await namedTcpServer(name);
-    backends.push(b);
-    return b;
-  }
-  async function udpBackend(prefix: string) {
-    const b = await startUdpEchoServer({ prefix });
-    backends.push(b);
-    return b;
-  }
+  const { tcp: tcpBackend, udp: udpBackend } = useBackends();
   const real = (extra = {}) =>
     start({
       mode: 'redirect',

@@ -1,33 +1,18 @@
 import { PortalError } from './errors.js';
-import { claimKeyString } from './node-port-claims.js';
 import type { PortAllocator } from './port-allocator.js';
 import type { Portal, PortalKind, PortalManager } from './portal-manager.js';
 import { PROXIER_EVENT_REASONS, type ProxierContext, type SyncRun } from './proxier-context.js';
-import { type ModeEntry, ServicePortMode } from './proxier-mode.js';
+import { type Listener, type ModeEntry, ServicePortMode } from './proxier-mode.js';
 import type { ServicePortSpec } from './proxier-service-port.js';
 import type { ServiceInfo } from './service-info.js';
 import type { ServiceInfoImpl } from './service-info-impl.js';
 
-/**
- * A real proxying listener the redirect mode holds on an address it must own: the node port on each
- * node-port address, and the Service port on a Service IP that is local to this host. The reference
- * held such sockets without ever accepting, so clients that bypassed the NAT rules hung in the
- * backlog (its quirk 9); here they are served.
- */
-interface Claim {
-  ip: string | null;
-  port: number;
-  kind: PortalKind;
-  state: 'none' | 'held' | 'conflict' | 'failed';
-  info?: ServiceInfoImpl;
-}
-
-/** A capture rule and the claims that must be held before it may be installed. */
+/** A capture rule and the listeners whose claims must be held before it may be installed. */
 interface PortalSlot {
   portal: Portal;
   open: boolean;
   /** Installing a rule for an address another Service owns would steal its traffic. */
-  requires: Claim[];
+  requires: Listener[];
 }
 
 interface RedirectEntry extends ModeEntry {
@@ -35,7 +20,12 @@ interface RedirectEntry extends ModeEntry {
   info?: ServiceInfoImpl;
   /** The port asked of the allocator for `info`, released when it closes. */
   allocatedPort: number;
-  claims: Claim[];
+  /**
+   * The proxying listeners it must own: the node port on each node-port address, and the Service
+   * port on a Service IP local to this host. The reference held such sockets without accepting, so
+   * clients that bypassed the NAT rules hung in the backlog (its quirk 9); here they are served.
+   */
+  claims: Listener[];
   portals: PortalSlot[];
 }
 
@@ -53,6 +43,7 @@ export interface RedirectModeOptions {
  * local Service IPs, claimed with conflict detection.
  */
 export class RedirectMode extends ServicePortMode<RedirectEntry> {
+  /** See {@link ServicePortMode.mode}. */
   readonly mode = 'redirect' as const;
   readonly #listenIP: string;
   readonly #allocator: PortAllocator;
@@ -76,7 +67,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
       try {
         port = this.#allocator.allocateNext();
       } catch (error) {
-        this.#event(spec, PROXIER_EVENT_REASONS.portAllocationFailed, error);
+        this.warn(spec, PROXIER_EVENT_REASONS.portAllocationFailed, error);
         return false;
       }
       try {
@@ -89,23 +80,23 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
       } catch (error) {
         // The reference leaked the port here (its quirk 2).
         this.#allocator.release(port);
-        this.#event(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
+        this.warn(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
         return false;
       }
       this.#plan(entry, entry.info.proxyPort, run);
     }
     let complete = true;
     for (const claim of entry.claims) {
-      if (claim.state !== 'held' && !(await this.#claim(entry, claim, run))) complete = false;
+      if (claim.state !== 'open' && !(await this.openListener(spec, claim, run))) complete = false;
     }
     for (const slot of entry.portals) {
-      if (slot.open || !slot.requires.every((claim) => claim.state === 'held')) continue;
+      if (slot.open || !slot.requires.every((claim) => claim.state === 'open')) continue;
       try {
         await this.#portals.open(slot.portal);
         slot.open = true;
       } catch (error) {
         complete = false;
-        this.#event(spec, PROXIER_EVENT_REASONS.portalFailed, error);
+        this.warn(spec, PROXIER_EVENT_REASONS.portalFailed, error);
       }
     }
     return complete;
@@ -126,15 +117,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
         this.ctx.log.error(`${spec.key}: ${err.message}`, error);
       }
     }
-    for (const claim of entry.claims) {
-      if (claim.state === 'held' && claim.info !== undefined) {
-        await this.ctx.closeProxy(claim.info, spec.key);
-        run.retryOwners(this.ctx.claims.release(claim.ip, claim.port, spec.protocol, spec.key));
-      } else if (claim.state === 'conflict') {
-        this.ctx.claims.withdraw(claim.port, spec.protocol, spec.key);
-      }
-      claim.state = 'none';
-    }
+    for (const claim of entry.claims) await this.closeListener(spec, claim, run);
     if (entry.info !== undefined) {
       await this.ctx.closeProxy(entry.info, spec.key);
       this.#allocator.release(entry.allocatedPort);
@@ -144,7 +127,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
   protected entryInfos(entry: RedirectEntry): ServiceInfoImpl[] {
     const infos: ServiceInfoImpl[] = entry.info === undefined ? [] : [entry.info];
     for (const claim of entry.claims)
-      if (claim.info && claim.state === 'held') infos.push(claim.info);
+      if (claim.info && claim.state === 'open') infos.push(claim.info);
     return infos;
   }
 
@@ -155,7 +138,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
   /** The proxy socket's info, or with `portalIP` naming a claimed listener's address, that one's. */
   protected lookup(entry: RedirectEntry, portalIP: string | undefined): ServiceInfo | undefined {
     if (portalIP !== undefined) {
-      const claim = entry.claims.find((c) => c.state === 'held' && (c.ip ?? '') === portalIP);
+      const claim = entry.claims.find((c) => c.state === 'open' && (c.ip ?? '') === portalIP);
       if (claim?.info) return claim.info;
     }
     return entry.info;
@@ -182,9 +165,9 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
     for (const [kind, ip] of addresses) {
       if (seen.has(ip)) continue;
       seen.add(ip);
-      const requires: Claim[] = [];
+      const requires: Listener[] = [];
       if (run.isLocal(ip)) {
-        const claim: Claim = { ip, port: spec.port, kind, state: 'none' };
+        const claim: Listener = { ip, port: spec.port, kind, state: 'none' };
         entry.claims.push(claim);
         requires.push(claim);
       }
@@ -192,7 +175,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
     }
     if (spec.nodePort !== 0) {
       const requires = this.ctx.nodePortAddresses.map(
-        (ip): Claim => ({ ip, port: spec.nodePort, kind: 'node-port', state: 'none' }),
+        (ip): Listener => ({ ip, port: spec.nodePort, kind: 'node-port', state: 'none' }),
       );
       entry.claims.push(...requires);
       entry.portals.push({
@@ -201,38 +184,5 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
         requires,
       });
     }
-  }
-
-  /** Claims and opens one listener; false when it failed (a conflict is not a failure: it waits). */
-  async #claim(entry: RedirectEntry, claim: Claim, run: SyncRun): Promise<boolean> {
-    const { spec } = entry;
-    const result = this.ctx.claims.claim(claim.ip, claim.port, spec.protocol, spec.key);
-    if (!result.ok) {
-      if (claim.state !== 'conflict') {
-        run.conflict(spec.serviceRef, result.error.message, () => claim.state === 'conflict');
-      }
-      claim.state = 'conflict';
-      return true;
-    }
-    try {
-      claim.info = await this.ctx.openProxy(spec, claim.ip, claim.port, {
-        ip: claim.ip ?? '',
-        port: claim.port,
-        isExternal: claim.kind === 'external-ip',
-      });
-      claim.state = 'held';
-      this.ctx.log.debug(`claimed ${claimKeyString(claim.ip, claim.port, spec.protocol)}`);
-      return true;
-    } catch (error) {
-      claim.state = 'failed';
-      run.retryOwners(this.ctx.claims.release(claim.ip, claim.port, spec.protocol, spec.key));
-      this.#event(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
-      return false;
-    }
-  }
-
-  #event(spec: ServicePortSpec, reason: string, error: unknown): void {
-    const message = error instanceof Error ? error.message : String(error);
-    this.ctx.record(spec.serviceRef, 'Warning', reason, `${spec.key}: ${message}`);
   }
 }

@@ -15,16 +15,21 @@ import { type ServicePortName, servicePortNameString } from './service-port-name
  * with "what is wanted" is a field-by-field check.
  */
 export interface ServicePortSpec {
+  /** The Service port's name, with its protocol. */
   readonly name: ServicePortName;
   /** `servicePortNameString(name)`: the key of every per-port map. */
   readonly key: string;
+  /** The Service, for events. */
   readonly serviceRef: ObjectReference;
+  /** The Service port's protocol. */
   readonly protocol: Protocol;
   /** The Service port: what clients connect to on the cluster, external and load-balancer IPs. */
   readonly port: number;
   /** 0 when the port has no node port. */
   readonly nodePort: number;
+  /** `spec.clusterIP` (or the first of `clusterIPs`). */
   readonly clusterIP: string;
+  /** `spec.externalIPs`, in order. */
   readonly externalIPs: readonly string[];
   /** `status.loadBalancer.ingress[].ip`; hostname-only entries are left out. */
   readonly loadBalancerIPs: readonly string[];

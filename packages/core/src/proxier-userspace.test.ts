@@ -1,7 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
+import { EndpointsConfig } from './endpoints-config.js';
 import { InvalidOptionError, InvalidPortRangeError, ProxyOnLocalhostError } from './errors.js';
+import { NoopEndpointsHandler } from './handlers-noop.js';
+import { StaticInformer } from './informer-static.js';
 import { RoundRobinLoadBalancer } from './load-balancer-round-robin.js';
-import type { EndpointSlice, Service } from './model.js';
+import type { EndpointSlice, Endpoints, Service } from './model.js';
 import type { ProxierOptions } from './proxier.js';
 import { newCustomProxier } from './proxier-factory.js';
 import type { UserspaceProxier } from './proxier-userspace.js';
@@ -109,6 +112,32 @@ describe('initialization', () => {
     expect(h.lb.serviceHasEndpoints({ ...P, name: 'b' })).toBe(false);
     expect(syncMessages).toHaveLength(0);
   });
+
+  it('serves the terminating endpoints of a port whose slices have no ready one', async () => {
+    const h = await start({}, false);
+    const slice = (name: string, endpoints: EndpointSlice['endpoints']): EndpointSlice => ({
+      metadata: { namespace: 'ns', name, labels: { 'kubernetes.io/service-name': 'a' } },
+      addressType: 'IPv4',
+      endpoints,
+      ports: [{ name: 'p', port: 8080 }],
+    });
+    const draining = { ready: false, serving: true, terminating: true };
+    h.proxier.onEndpointSliceAdd(slice('a-1', [{ addresses: ['10.1.0.1'], conditions: draining }]));
+    expect(h.lb.nextEndpoint(P, null, false)).toBe('10.1.0.1:8080');
+    // A ready endpoint in another slice of the Service takes over: no more fallback.
+    h.proxier.onEndpointSliceAdd(slice('a-2', [{ addresses: ['10.1.0.2'] }]));
+    expect([h.lb.nextEndpoint(P, null, false), h.lb.nextEndpoint(P, null, false)]).toEqual([
+      '10.1.0.2:8080',
+      '10.1.0.2:8080',
+    ]);
+    // Not serving any more: nothing to send traffic to.
+    h.proxier.onEndpointSliceDelete(slice('a-2', []));
+    h.proxier.onEndpointSliceUpdate(
+      slice('a-1', [{ addresses: ['10.1.0.1'], conditions: draining }]),
+      slice('a-1', [{ addresses: ['10.1.0.1'], conditions: { ...draining, serving: false } }]),
+    );
+    expect(h.lb.serviceHasEndpoints(P)).toBe(false);
+  });
 });
 
 describe('change tracking and sync', () => {
@@ -135,6 +164,71 @@ describe('change tracking and sync', () => {
     });
     expect(h.sockets.all).toHaveLength(0);
   });
+
+  it('applies the collapse table: only the last state of a batch is opened', async () => {
+    const h = await start({}, false);
+    const at = (clusterIP: string) => service('a', { clusterIP });
+    // add(S) → update(S→S′) before a sync: one proxy, for S′.
+    h.proxier.onServiceAdd(at('10.0.0.5'));
+    h.proxier.onServiceUpdate(at('10.0.0.5'), at('10.0.0.6'));
+    await h.synced(() => {
+      h.proxier.onServiceSynced();
+      h.proxier.onEndpointsSynced();
+    });
+    expect(h.sockets.all.map((s) => s.ip)).toEqual(['10.0.0.6']);
+    const first = h.proxier.getServiceInfo(P);
+
+    // delete(S) → add(S′): S is stopped and S′ opened.
+    await h.synced(() => {
+      h.proxier.onServiceDelete(at('10.0.0.6'));
+      h.proxier.onServiceAdd(at('10.0.0.7'));
+    });
+    expect(first?.isFinished()).toBe(true);
+    const second = h.proxier.getServiceInfo(P);
+    expect(second?.portal.ip).toBe('10.0.0.7');
+
+    // delete(S) → add(S) with the same content: nothing to do, the proxy is kept.
+    await h.synced(() => {
+      h.proxier.onServiceDelete(at('10.0.0.7'));
+      h.proxier.onServiceAdd(at('10.0.0.7'));
+      h.proxier.sync();
+    });
+    expect(h.proxier.getServiceInfo(P)).toBe(second);
+
+    // update(S→S′) → delete(S′): what was applied (S) is removed, S′ is never opened.
+    await h.synced(() => {
+      h.proxier.onServiceUpdate(at('10.0.0.7'), at('10.0.0.8'));
+      h.proxier.onServiceDelete(at('10.0.0.8'));
+    });
+    expect(second?.isFinished()).toBe(true);
+    expect(h.sockets.open()).toHaveLength(0);
+    expect(h.sockets.all.map((s) => s.ip)).toEqual(['10.0.0.6', '10.0.0.7']);
+  });
+
+  it.each(['redirect', 'service-port-portal'] as const)(
+    'swaps two node ports within one sync without a conflict (%s)',
+    async (mode) => {
+      const h = await start(mode === 'redirect' ? { mode, portals: new RecordingPortals() } : {});
+      const np = (name: string, clusterIP: string, nodePort: number) =>
+        service(name, {
+          type: 'NodePort',
+          clusterIP,
+          ports: [{ name: 'p', port: 80, protocol: 'TCP', nodePort }],
+        });
+      await h.synced(() => {
+        h.proxier.onServiceAdd(np('a', '10.0.0.1', 30080));
+        h.proxier.onServiceAdd(np('b', '10.0.0.2', 30081));
+      });
+      await h.synced(() => {
+        h.proxier.onServiceUpdate(np('a', '10.0.0.1', 30080), np('a', '10.0.0.1', 30081));
+        h.proxier.onServiceUpdate(np('b', '10.0.0.2', 30081), np('b', '10.0.0.2', 30080));
+      });
+      expect(h.events).toEqual([]);
+      expect(h.proxier.getServiceInfo(P, '')?.portal.port).toBe(30081);
+      expect(h.proxier.getServiceInfo({ ...P, name: 'b' }, '')?.portal.port).toBe(30080);
+      expect(h.sockets.openOn(null)).toHaveLength(2);
+    },
+  );
 
   it('does not touch unchanged Services on later syncs', async () => {
     const h = await start();
@@ -257,7 +351,31 @@ describe('bad input', () => {
 
   it('never throws out of a handler, whatever it is given', async () => {
     const h = await start();
-    const garbage: unknown[] = [null, undefined, 42, 'x', [], {}, { metadata: null }];
+    const revoked = Proxy.revocable({}, {});
+    revoked.revoke();
+    const throwing = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('get');
+        },
+        ownKeys() {
+          throw new Error('ownKeys');
+        },
+      },
+    );
+    const getter = Object.defineProperty({}, 'metadata', {
+      enumerable: true,
+      get() {
+        throw new Error('metadata');
+      },
+    });
+    const cyclic: Record<string, unknown> = { metadata: { name: 'c', namespace: 'ns' } };
+    cyclic.spec = { ports: [cyclic], self: cyclic };
+    const garbage: unknown[] = [
+      ...[null, undefined, 42, 'x', [], {}, { metadata: null }, Symbol('s'), 10n, () => 1],
+      ...[revoked.proxy, throwing, getter, cyclic],
+    ];
     const p = h.proxier as unknown as Record<string, (...args: unknown[]) => void>;
     for (const g of garbage) {
       for (const m of [
@@ -272,6 +390,8 @@ describe('bad input', () => {
       }
       for (const m of ['onServiceUpdate', 'onEndpointsUpdate', 'onEndpointSliceUpdate']) {
         expect(() => p[m]?.(g, g === null ? {} : null)).not.toThrow();
+        expect(() => p[m]?.(service('a'), g)).not.toThrow();
+        expect(() => p[m]?.(g, service('a'))).not.toThrow();
       }
     }
     await h.synced(() => h.proxier.onServiceAdd(service('a')));
@@ -302,6 +422,32 @@ describe('bad input', () => {
       expect.stringContaining('ns/b:p'),
     );
     expect(h.proxier.getServiceInfo(P)?.isStarted()).toBe(true);
+  });
+});
+
+describe('validation work', () => {
+  it('does not check or copy again what a config fan-out delivered, but does a raw object', async () => {
+    const lb = new RoundRobinLoadBalancer();
+    const add = vi.spyOn(lb, 'onEndpointsAdd');
+    const h = await start({ loadBalancer: lb }, false);
+    const informer = new StaticInformer<Endpoints>();
+    const config = new EndpointsConfig(informer);
+    const delivered: Endpoints[] = [];
+    config.registerEventHandler(
+      new (class extends NoopEndpointsHandler {
+        override onEndpointsAdd(e: Endpoints): void {
+          delivered.push(e);
+        }
+      })(),
+    );
+    config.registerEventHandler(h.proxier);
+    informer.add(endpoints('a', ['10.1.0.1']));
+    expect(delivered).toHaveLength(1);
+    expect(add.mock.calls[0]?.[0]).toBe(delivered[0]);
+    const raw = endpoints('b', ['10.1.0.2']);
+    h.proxier.onEndpointsAdd(raw);
+    expect(add.mock.calls[1]?.[0]).toEqual(raw);
+    expect(add.mock.calls[1]?.[0]).not.toBe(raw);
   });
 });
 

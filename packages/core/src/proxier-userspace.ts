@@ -8,13 +8,13 @@ import type { EndpointSlice, Endpoints, Service } from './model.js';
 import { objectKey, tryObjectKey } from './object-key.js';
 import type { Proxier, ProxyMode } from './proxier.js';
 import { PROXIER_EVENT_REASONS, type ProxierContext, SyncRun } from './proxier-context.js';
-import { EndpointsIntake, guarded, rejectObject } from './proxier-endpoints.js';
+import { EndpointsIntake, guarded } from './proxier-endpoints.js';
 import { MAX_RETRIES_PER_SYNC, type ModeEntry, type ServicePortMode } from './proxier-mode.js';
 import { type ServicePortSpec, servicePortSpecs } from './proxier-service-port.js';
 import { ServiceChangeTracker } from './service-change-tracker.js';
 import type { ServiceInfo } from './service-info.js';
 import { type ServicePortName, servicePortNameString } from './service-port-name.js';
-import { validateService } from './validation.js';
+import { reportInvalidObject, validateService } from './validation.js';
 
 /** The sync runner's name, in logs (the reference's). */
 export const SYNC_RUNNER_NAME = 'userspace-proxy-sync-runner';
@@ -22,6 +22,9 @@ export const SYNC_RUNNER_NAME = 'userspace-proxy-sync-runner';
 export const SYNC_BURST = 2;
 /** How many conntrack clean-ups one sync runs at once. */
 export const CONNTRACK_CONCURRENCY = 4;
+
+/** A Service a config fan-out delivered was validated there: it is not checked or copied again. */
+const REUSE = { reuse: true } as const;
 
 /** Everything {@link UserspaceProxier} is built from, resolved by `newCustomProxier`. */
 export interface UserspaceProxierConfig {
@@ -107,9 +110,9 @@ export class UserspaceProxier implements Proxier {
 
   onServiceDelete(service: Service): void {
     guarded(this.#log, 'onServiceDelete', () => {
-      const result = validateService(service);
+      const result = validateService(service, REUSE);
       const key = result.ok ? objectKey(result.value) : tryObjectKey(service);
-      if (!result.ok) rejectObject(this.#log, result.error);
+      if (!result.ok) reportInvalidObject(this.#log, result.error);
       // A malformed final state still names the Service: what was served for it must go.
       if (key === undefined) return;
       const previous = this.#accepted.get(key) ?? null;
@@ -202,10 +205,10 @@ export class UserspaceProxier implements Proxier {
 
   #serviceEvent(service: Service): void {
     guarded(this.#log, 'a Service event', () => {
-      const result = validateService(service);
+      const result = validateService(service, REUSE);
       if (!result.ok) {
         // The Service keeps whatever was last applied for it; other Services are not affected.
-        rejectObject(this.#log, result.error);
+        reportInvalidObject(this.#log, result.error);
         return;
       }
       const key = objectKey(result.value);

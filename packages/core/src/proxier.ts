@@ -43,7 +43,7 @@ export interface ProxierOptions {
   syncPeriodMs?: number;
   /** The shortest time between syncs (2 may run back to back). Default 1 000. */
   minSyncPeriodMs?: number;
-  /** UDP session idle timeout. Default 10 000 (docs/operations.md says why not 250). */
+  /** UDP session idle timeout. Default 10 000 (docs/differences.md says why not 250). */
   udpIdleTimeoutMs?: number;
   /** Options of the default proxy sockets; ignored by a custom factory. */
   proxySocket?: ProxySocketOptions;

@@ -3,7 +3,9 @@ import type { ObjectReference, Protocol } from './model.js';
 
 /** The address a client uses to reach a Service port. */
 export interface PortalAddress {
+  /** The Service IP (a node-port listener's address, "" for every address). */
   ip: string;
+  /** The Service port (the node port for a node-port listener). */
   port: number;
   /** True for a Service external IP, whose rules also match locally originated traffic. */
   isExternal: boolean;
@@ -17,14 +19,19 @@ export interface PortalAddress {
 export interface ServiceInfo {
   /** The Service being proxied, for events. */
   readonly serviceRef: ObjectReference;
+  /** The Service port's protocol. */
   readonly protocol: Protocol;
+  /** What clients connect to: in redirect mode the cluster IP and port, in portal mode this listener's. */
   readonly portal: PortalAddress;
   /** The bound port of the proxy socket. */
   readonly proxyPort: number;
   /** The Service's node port, 0 when it has none. */
   readonly nodePort: number;
+  /** The Service's external IPs (`spec.externalIPs`). */
   readonly externalIPs: readonly string[];
+  /** The Service's load-balancer ingress IPs; hostname-only entries are left out. */
   readonly loadBalancerIPs: readonly string[];
+  /** "ClientIP" or "None" (an unset affinity is "None"). */
   readonly sessionAffinityType: AffinityType;
   /** The ClientIP affinity TTL, 0 when affinity is off. */
   readonly stickyMaxAgeSeconds: number;

@@ -6,10 +6,13 @@ import type { Protocol } from './model.js';
  * carried for display and is not part of the identity, because port names are unique in a Service.
  */
 export interface ServicePortName {
+  /** The Service's namespace. */
   namespace: string;
+  /** The Service's name. */
   name: string;
   /** The *name* of the Service port, possibly "". */
   port: string;
+  /** For display only: never part of the key. */
   protocol?: Protocol;
 }
 

@@ -291,6 +291,32 @@ describe('validateService', () => {
     expect(validateService({ metadata: { name: 'x' }, spec: {} }).ok).toBe(true);
   });
 
+  it.each([
+    ['an unspecified clusterIP', { clusterIP: '0.0.0.0' }, 'spec.clusterIP'],
+    ['an unspecified IPv6 clusterIP', { clusterIP: '::' }, 'spec.clusterIP'],
+    ['an unspecified clusterIPs entry', { clusterIPs: ['0:0::0'] }, 'spec.clusterIPs[0]'],
+    ['a multicast external IP', { externalIPs: ['10.0.0.9', '224.0.0.1'] }, 'spec.externalIPs[1]'],
+    ['a multicast IPv6 external IP', { externalIPs: ['ff02::1'] }, 'spec.externalIPs[0]'],
+  ])(
+    'refuses %s: a listener there would take every address, or no unicast client',
+    (_t, spec, path) => {
+      expect(reasonOf(validateService(service(spec)))).toContain(
+        `${path}: must be a unicast address`,
+      );
+    },
+  );
+
+  it('refuses an unspecified load-balancer ingress IP but keeps loopback Service IPs', () => {
+    const status = { loadBalancer: { ingress: [{ ip: '0.0.0.0' }] } };
+    expect(reasonOf(validateService(service({}, { status })))).toContain(
+      'status.loadBalancer.ingress[0].ip: must be a unicast address',
+    );
+    // 127.0.0.0/8 Service IPs are how portal mode runs without root; they stay valid.
+    expect(validateService(service({ clusterIP: '127.1.2.3', externalIPs: ['::1'] })).ok).toBe(
+      true,
+    );
+  });
+
   it('reports several problems, bounded, in one message', () => {
     const ports = Array.from({ length: 8 }, (_, i) => ({ name: `p${i}`, port: -i }));
     const reason = reasonOf(validateService(service({ ports })));
@@ -530,5 +556,32 @@ describe('validateEndpointSlice', () => {
     for (const value of [undefined, null, 1, 'x', [], { metadata: null }]) {
       expect(validateEndpointSlice(value).ok).toBe(false);
     }
+  });
+});
+
+describe('ValidateOptions.reuse', () => {
+  it('gives back a validator output of the same kind as it is, and copies anything else', () => {
+    const first = validateService({ metadata: { name: 'a' }, spec: {} });
+    if (!first.ok) throw first.error;
+    const again = validateService(first.value, { reuse: true });
+    expect(again.ok && again.value).toBe(first.value);
+    // Without the option, or for an object that did not come out of a validator, a fresh copy.
+    const copied = validateService(first.value);
+    expect(copied.ok && copied.value).not.toBe(first.value);
+    const raw = { metadata: { name: 'a' }, spec: {} };
+    const checked = validateService(raw, { reuse: true });
+    expect(checked.ok && checked.value).not.toBe(raw);
+  });
+
+  it('trusts an output only for its own kind', () => {
+    const endpoints = validateEndpoints({ metadata: { name: 'a' } });
+    if (!endpoints.ok) throw endpoints.error;
+    expect(validateService(endpoints.value, { reuse: true }).ok).toBe(false);
+    const slice = validateEndpointSlice(endpoints.value, { reuse: true });
+    expect(slice.ok).toBe(false);
+    expect(validateEndpoints(endpoints.value, { reuse: true })).toEqual({
+      ok: true,
+      value: endpoints.value,
+    });
   });
 });

@@ -149,6 +149,22 @@ export class NetnsSandbox {
     return { ifaceA, ifaceB };
   }
 
+  /**
+   * A node and a client: two namespaces linked by a veth pair (`addressA` in the node, `addressB` in
+   * the client) with a route in the client that sends `serviceRange` through the node, so the
+   * client's traffic to Service IPs meets the node's rules.
+   */
+  async nodeAndClient(
+    options: VethOptions & { serviceRange: string },
+  ): Promise<{ node: Netns; client: Netns }> {
+    const node = await this.namespace();
+    const client = await this.namespace();
+    await this.link(node, client, options);
+    const via = options.addressA.slice(0, options.addressA.indexOf('/'));
+    await client.exec('ip', ['route', 'add', options.serviceRange, 'via', via]);
+    return { node, client };
+  }
+
   /** Starts `node -e script args…` inside `ns`; it is killed at cleanup. */
   spawnNode(ns: Netns, script: string, args: readonly string[] = []): ChildProcess {
     const child = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', script, ...args], {

@@ -1,6 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
-import type { NetworkInterfaceInfo } from 'node:os';
 import { afterEach, expect, vi } from 'vitest';
 import type { ConntrackCleaner } from '../conntrack.js';
 import {
@@ -21,7 +20,13 @@ import { newCustomProxier } from '../proxier-factory.js';
 import type { UserspaceProxier } from '../proxier-userspace.js';
 import type { ProxySocket, ProxySocketFactory } from '../proxy-socket.js';
 import type { ServiceInfo } from '../service-info.js';
-import { startTcpServer, type TcpTestServer } from './echo-servers.js';
+import {
+  startTcpServer,
+  startUdpEchoServer,
+  type TcpTestServer,
+  type UdpEchoServer,
+} from './echo-servers.js';
+import { fakeHost } from './fake-host.js';
 import { udpClient } from './net-clients.js';
 import { waitFor } from './wait-for.js';
 
@@ -116,25 +121,6 @@ export class RecordingConntrack implements ConntrackCleaner {
     if (ip === '10.0.0.99') throw new Error('conntrack failed');
   }
 }
-
-function nic(address: string, internal = false): NetworkInterfaceInfo {
-  const v6 = address.includes(':');
-  return {
-    address,
-    netmask: v6 ? 'ffff:ffff:ffff:ffff::' : '255.0.0.0',
-    family: v6 ? 'IPv6' : 'IPv4',
-    mac: '00:00:00:00:00:00',
-    internal,
-    cidr: null,
-    ...(v6 ? { scopeid: 0 } : {}),
-  } as NetworkInterfaceInfo;
-}
-
-/** A host with 127.0.0.1 on lo and 10.99.0.1 (its only other address) on eth0. */
-export const fakeHost: NetworkInterfacesFn = () => ({
-  lo: [nic('127.0.0.1', true)],
-  eth0: [nic('10.99.0.1')],
-});
 
 /** A Service "ns/<name>" on 10.0.0.1 with one TCP port "p" 80, overridden by `spec`. */
 export function service(
@@ -333,4 +319,25 @@ export async function untilUdp(host: string, port: number, expected: string): Pr
 /** A TCP backend on 127.0.0.1 that answers every connection with `name` and closes. */
 export function namedTcpServer(name: string): Promise<TcpTestServer> {
   return startTcpServer({ onConnection: (socket) => socket.end(name) });
+}
+
+/**
+ * Backends on 127.0.0.1 that an afterEach (registered here) closes: `tcp()` echoes, `tcp(name)`
+ * answers `name` and closes, `udp(prefix)` echoes datagrams with `prefix` in front.
+ */
+export function useBackends() {
+  const backends: { close(): Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const b of backends.splice(0)) await b.close();
+  });
+  const keep = <T extends { close(): Promise<void> }>(b: T): T => {
+    backends.push(b);
+    return b;
+  };
+  return {
+    tcp: async (name?: string): Promise<TcpTestServer> =>
+      keep(name === undefined ? await startTcpServer() : await namedTcpServer(name)),
+    udp: async (prefix: string): Promise<UdpEchoServer> =>
+      keep(await startUdpEchoServer({ prefix })),
+  };
 }
