@@ -146,6 +146,7 @@ export {
 } from './validation.js';
 
 // --- proxy sockets ---
+export { MAX_ACCEPT_BACKOFF_MS } from './accept-backoff.js';
 export type { ProxySocketFactoryOptions } from './proxy-socket-factory.js';
 export { createProxySocketFactory, newProxySocket } from './proxy-socket-factory.js';
 export type { ResolvedProxySocketOptions } from './proxy-socket-options.js';
@@ -155,9 +156,15 @@ export { MAX_CONNECTIONS_BEFORE_PROXY_LOOP, TcpProxySocket } from './proxy-socke
 export type { UdpProxySocketOptions } from './proxy-socket-udp.js';
 export { UdpProxySocket } from './proxy-socket-udp.js';
 export type { TcpRelayOptions } from './tcp-relay.js';
-export { TcpRelay } from './tcp-relay.js';
+export {
+  adoptAcceptedSocket,
+  RELAY_LARGE_BUFFER_BYTES,
+  RELAY_SHARED_BUFFER_BYTES,
+  TcpRelay,
+} from './tcp-relay.js';
 export type { ConnectFn, TryConnectOptions } from './try-connect-endpoints.js';
 export { DialTimeoutError, tryConnectEndpoints } from './try-connect-endpoints.js';
+export { MAX_PENDING_BYTES, MAX_PENDING_DATAGRAMS } from './udp-session.js';
 
 // --- proxier ---
 export type { NetworkInterfacesFn, NodePortAddressEnv } from './node-port-addresses.js';

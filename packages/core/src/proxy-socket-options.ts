@@ -1,6 +1,9 @@
+import { InvalidOptionError } from './errors.js';
+
 /**
- * Tuning of the default TCP and UDP proxy sockets. Every limit has a default documented in
- * docs/operations.md; hitting one is logged and counted on a diagnostics channel, never a crash.
+ * Tuning of the default TCP and UDP proxy sockets. Every limit has a default, documented with its
+ * reason in docs/api.md ("Proxy sockets") and, as daemon settings, in docs/operations.md; hitting one
+ * is logged and counted on a diagnostics channel, never a crash.
  */
 export interface ProxySocketOptions {
   /** Timeout of each dial attempt, in order; one attempt per entry. Default [250, 500, 1000, 2000]. */
@@ -9,7 +12,10 @@ export interface ProxySocketOptions {
   maxConnections?: number;
   /** TCP: close a connection idle in both directions for this long. Default 0 = never. */
   idleTimeoutMs?: number;
-  /** TCP: after one side half-closes, how long the other direction may go on. Default 60 000. */
+  /**
+   * TCP: once one side has sent its FIN, the connection is reset after the remaining direction has
+   * been idle this long, so nothing lingers in FIN_WAIT2/CLOSE_WAIT. Default 60 000; 0 = never.
+   */
   halfCloseTimeoutMs?: number;
   /** TCP keep-alive initial delay on both legs. Default 15 000; 0 disables keep-alive. */
   keepAliveMs?: number;
@@ -32,3 +38,64 @@ export const DEFAULT_PROXY_SOCKET_OPTIONS = {
   maxUdpSessions: 4096,
   udpBufferBytes: 0,
 } as const satisfies Required<ProxySocketOptions>;
+
+/** {@link ProxySocketOptions} with every default filled in, as the default sockets use them. */
+export type ResolvedProxySocketOptions = {
+  readonly [K in keyof ProxySocketOptions]-?: Exclude<ProxySocketOptions[K], undefined>;
+};
+
+/**
+ * Fills in defaults and checks every option, so that a bad value fails when the factory is made
+ * rather than on the first connection.
+ * @throws InvalidOptionError naming the option.
+ */
+export function resolveProxySocketOptions(
+  opts: ProxySocketOptions = {},
+): ResolvedProxySocketOptions {
+  const d = DEFAULT_PROXY_SOCKET_OPTIONS;
+  const dialTimeoutsMs = opts.dialTimeoutsMs ?? d.dialTimeoutsMs;
+  if (
+    !Array.isArray(dialTimeoutsMs) ||
+    dialTimeoutsMs.length === 0 ||
+    !dialTimeoutsMs.every((t) => typeof t === 'number' && Number.isFinite(t) && t > 0)
+  ) {
+    throw new InvalidOptionError('dialTimeoutsMs', 'must be a non-empty list of positive numbers');
+  }
+  const count = (name: keyof ProxySocketOptions, value: number | undefined, fallback: number) => {
+    const v = value ?? fallback;
+    if (!Number.isSafeInteger(v) || v < 0) {
+      throw new InvalidOptionError(name, `must be a non-negative integer, got ${String(v)}`);
+    }
+    return v;
+  };
+  const duration = (
+    name: keyof ProxySocketOptions,
+    value: number | undefined,
+    fallback: number,
+  ) => {
+    const v = value ?? fallback;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
+      throw new InvalidOptionError(name, `must be a non-negative number of ms, got ${String(v)}`);
+    }
+    return v;
+  };
+  const maxUdpSessions = count('maxUdpSessions', opts.maxUdpSessions, d.maxUdpSessions);
+  if (maxUdpSessions === 0) throw new InvalidOptionError('maxUdpSessions', 'must be at least 1');
+  return {
+    dialTimeoutsMs: [...dialTimeoutsMs],
+    maxConnections: count('maxConnections', opts.maxConnections, d.maxConnections),
+    idleTimeoutMs: duration('idleTimeoutMs', opts.idleTimeoutMs, d.idleTimeoutMs),
+    halfCloseTimeoutMs: duration(
+      'halfCloseTimeoutMs',
+      opts.halfCloseTimeoutMs,
+      d.halfCloseTimeoutMs,
+    ),
+    keepAliveMs: duration('keepAliveMs', opts.keepAliveMs, d.keepAliveMs),
+    acceptBackoffMs: Math.max(
+      1,
+      duration('acceptBackoffMs', opts.acceptBackoffMs, d.acceptBackoffMs),
+    ),
+    maxUdpSessions,
+    udpBufferBytes: count('udpBufferBytes', opts.udpBufferBytes, d.udpBufferBytes),
+  };
+}
