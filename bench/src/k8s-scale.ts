@@ -1,33 +1,32 @@
 /**
- * Kubernetes scale benchmark: the proxy's Kubernetes path (client-node informers through
- * @userspace-proxy/kubernetes, core's config fan-out, the Proxier) against a fake API server in
- * another process holding 10 000 Services and 100 000 endpoints. Reports the time to the first full
- * sync, the time one change takes to reach the listeners, and the proxy process's memory.
+ * Kubernetes scale benchmark: the real `userspace-proxy` daemon process, run with `--master` against
+ * the test suite's fake API server (in this process) holding 10 000 Services and 100 000 endpoints, in
+ * service-port-portal mode with one real TCP listener per Service on its own 127.x address. Reports
+ * the time to the first full sync, the time one change takes to reach the listeners, and the
+ * daemon's memory. Bounded: the run ends with an error after --timeout seconds (default 300).
  *
- *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--real-sockets] [--write]
- *
- * Bounded: the whole run is aborted after --timeout seconds (default 300).
+ *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--built] [--write]
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { availableParallelism, loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, connect, createServer, type Server } from 'node:net';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { FakeApiServer } from '../../packages/kubernetes/src/test-support/fake-apiserver.js';
+import { parseExposition } from '../../packages/server/src/test-support/prom-text.js';
 
-const SELF = fileURLToPath(import.meta.url);
-const CONDITION = '@userspace-proxy/source';
-const tsxLoader = pathToFileURL(
-  join(dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/loader.mjs'),
-).href;
-const EXEC_ARGV = ['--import', tsxLoader, `--conditions=${CONDITION}`, '--expose-gc'];
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const SERVERS_IP = '127.99.0.1'; // the daemon's health and metrics servers
+const BACKENDS = ['127.99.0.2', '127.99.0.3']; // the one Service that gets traffic
+const PORT = 8080;
 
 interface Options {
   services: number;
   endpoints: number;
   changes: number;
   timeoutS: number;
-  realSockets: boolean;
+  built: boolean;
   write: boolean;
 }
 
@@ -36,288 +35,323 @@ function parseArgs(argv: string[]): Options {
   const num = (flag: string, def: number) => {
     const i = argv.indexOf(flag);
     const v = i >= 0 ? Number(argv[i + 1]) : def;
-    if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
+    if (!Number.isInteger(v) || v <= 0) throw new Error(`${flag} needs a positive integer`);
     return v;
   };
+  const services = num('--services', smoke ? 1_000 : 10_000);
+  const endpoints = num('--endpoints', smoke ? 10_000 : 100_000);
+  if (services > 60_000) throw new Error('--services: at most 60 000 (one 127.100+ address each)');
+  if (endpoints > 3_000_000) throw new Error('--endpoints: at most 3 000 000');
   return {
-    services: num('--services', smoke ? 1_000 : 10_000),
-    endpoints: num('--endpoints', smoke ? 10_000 : 100_000),
+    services,
+    endpoints,
     changes: num('--changes', smoke ? 3 : 7),
     timeoutS: num('--timeout', 300),
-    realSockets: argv.includes('--real-sockets'),
+    built: argv.includes('--built'),
     write: argv.includes('--write'),
   };
 }
 
-// ---------------------------------------------------------------------------------------------
-// The API server child: seeds the store, then applies changes the parent asks for.
+/** Service i listens on 127.100.0.0 + i. */
+const ipOf = (i: number) => `127.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
 
-interface ChildCommand {
-  id: number;
-  op: 'servicePort' | 'sliceAddress';
-  index: number;
-  value: number;
-}
-
-function serviceObject(i: number, port: number) {
-  const ip = `127.${1 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+function service(i: number, port = PORT) {
   return {
+    apiVersion: 'v1',
+    kind: 'Service',
     metadata: { name: `svc-${i}`, namespace: `ns-${i % 100}` },
     spec: {
       type: 'ClusterIP',
-      clusterIP: ip,
-      clusterIPs: [ip],
+      clusterIP: ipOf(i),
+      clusterIPs: [ipOf(i)],
       ports: [{ name: 'http', protocol: 'TCP', port, targetPort: 8080 }],
     },
   };
 }
 
-function sliceObject(i: number, perService: number, base: number) {
+function slice(i: number, addresses: string[], port = 8080) {
   return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
     metadata: {
       name: `svc-${i}-abcde`,
       namespace: `ns-${i % 100}`,
-      labels: {
-        'kubernetes.io/service-name': `svc-${i}`,
-        'endpointslice.kubernetes.io/managed-by': 'bench',
-      },
+      labels: { 'kubernetes.io/service-name': `svc-${i}` },
     },
     addressType: 'IPv4',
-    endpoints: Array.from({ length: perService }, (_, e) => {
-      const n = base + i * perService + e;
-      return {
-        addresses: [`10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`],
-        conditions: { ready: true, serving: true, terminating: false },
-        nodeName: `node-${e % 50}`,
-      };
-    }),
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+    endpoints: addresses.map((ip, e) => ({
+      addresses: [ip],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: `node-${e % 50}`,
+    })),
+    ports: [{ name: 'http', protocol: 'TCP', port }],
   };
 }
 
-async function serve(services: number, endpoints: number): Promise<void> {
-  const { FakeApiServer } = await import(
-    '../../packages/kubernetes/src/test-support/fake-apiserver.js'
-  );
-  const server = await FakeApiServer.start();
-  const per = Math.max(1, Math.round(endpoints / services));
-  server.store.seed(
-    'services',
-    Array.from({ length: services }, (_, i) => serviceObject(i, 18_080)),
-  );
-  server.store.seed(
-    'endpointslices',
-    Array.from({ length: services }, (_, i) => sliceObject(i, per, 0)),
-  );
-  server.store.seed('nodes', [
-    {
-      metadata: { name: 'bench-node' },
-      status: { addresses: [{ type: 'InternalIP', address: '192.0.2.1' }] },
-    },
-  ]);
-  process.on('message', (msg: ChildCommand) => {
-    if (msg.op === 'servicePort')
-      server.store.update('services', serviceObject(msg.index, msg.value));
-    else server.store.update('endpointslices', sliceObject(msg.index, per, msg.value));
-    process.send?.({ id: msg.id });
+/**
+ * `per` pod addresses for Service i, on loopback (127.200.0.0 and up) where nothing listens: a
+ * connection through such a Service is refused at once and no packet leaves the host.
+ */
+const podIPs = (i: number, per: number) =>
+  Array.from({ length: per }, (_, e) => {
+    const n = i * per + e;
+    return `127.${200 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`;
   });
-  process.send?.({ url: server.url, perService: per });
+
+/** Connects, sends "x", resolves with the first answer (or "" on refusal or timeout). */
+function ask(ip: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: ip, port, timeout: 2_000 }, () => socket.write('x'));
+    const done = (answer: string) => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.on('data', (d) => done(d.toString()));
+    socket.on('error', () => done(''));
+    socket.on('timeout', () => done(''));
+    socket.on('close', () => done(''));
+  });
 }
 
-// ---------------------------------------------------------------------------------------------
-// The proxy side, in this process.
+/** Echo backends that answer with their own address. */
+async function startBackends(): Promise<Server[]> {
+  return Promise.all(
+    BACKENDS.map(
+      (ip) =>
+        new Promise<Server>((resolve, reject) => {
+          const server = createServer((s) => {
+            s.on('error', () => {});
+            s.on('data', () => s.end(ip));
+          });
+          server.once('error', reject).listen(0, ip, () => resolve(server));
+        }),
+    ),
+  );
+}
+
+function rssMiB(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+}
 
 interface Result {
-  services: number;
-  endpoints: number;
-  informerSyncMs: number;
+  opts: Options;
+  metricsUpMs: number;
+  listedMs: number;
   firstSyncMs: number;
-  serviceChangeMs: number[];
-  endpointChangeMs: number[];
-  baselineRssMiB: number;
-  /** The 1-minute load average when the run ended: other work on the machine inflates the times. */
-  load: number;
-  rssMiB: number;
+  servicePortMs: number[];
+  newServiceMs: number[];
+  endpointMs: number[];
+  rssAtStart: number;
+  rss: { rss: number; peak: number };
+  rssAfterChanges: number;
   heapMiB: number;
-}
-
-const median = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
-
-async function until(check: () => boolean, what: string, deadline: number): Promise<void> {
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+  stopMs: number;
+  load: number;
 }
 
 async function measure(opts: Options): Promise<Result> {
   const deadline = Date.now() + opts.timeoutS * 1000;
-  const child: ChildProcess = fork(
-    SELF,
-    ['--serve', String(opts.services), String(opts.endpoints)],
-    {
-      execArgv: EXEC_ARGV,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    },
+  const until = async (check: () => boolean | Promise<boolean>, what: string, pollMs = 5) => {
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      if (daemon.exitCode !== null) throw new Error(`the daemon exited (${daemon.exitCode})`);
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  };
+  const per = Math.max(1, Math.round(opts.endpoints / opts.services));
+  const api = await FakeApiServer.start();
+  const backends = await startBackends();
+  const backendPort = (i: number) => ((backends[i] as Server).address() as AddressInfo).port;
+  api.store.seed('nodes', [{ metadata: { name: 'bench-node' } }]);
+  api.store.seed(
+    'services',
+    Array.from({ length: opts.services }, (_, i) => service(i)),
   );
-  const replies = new Map<number, () => void>();
-  const ready = new Promise<{ url: string; perService: number }>((resolve, reject) => {
-    child.on('message', (m: { id?: number; url?: string; perService?: number }) => {
-      if (m.url) resolve({ url: m.url, perService: m.perService ?? 1 });
-      else if (m.id !== undefined) replies.get(m.id)?.();
-    });
-    child.on('exit', (code) => reject(new Error(`API server child exited with ${code}`)));
+  // Service 0 leads to a real backend; the others to unroutable pod addresses.
+  api.store.seed(
+    'endpointslices',
+    Array.from({ length: opts.services }, (_, i) =>
+      i === 0 ? slice(0, [BACKENDS[0] as string], backendPort(0)) : slice(i, podIPs(i, per)),
+    ),
+  );
+  const dir = mkdtempSync(join(tmpdir(), 'k8s-scale-'));
+  const config = join(dir, 'config.yaml');
+  writeFileSync(
+    config,
+    `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: service-port-portal
+healthzBindAddress: ${SERVERS_IP}:10256
+metricsBindAddress: ${SERVERS_IP}:10249
+userspaceProxy: { drainTimeout: 0s }
+`,
+  );
+  const main = opts.built
+    ? [join(ROOT, 'packages/server/dist/main.js')]
+    : ['--conditions=@userspace-proxy/source', '--import', 'tsx', 'packages/server/src/main.ts'];
+  const args = [
+    ...main,
+    '--config',
+    config,
+    '--master',
+    api.url,
+    '--hostname-override',
+    'bench-node',
+  ];
+  let stderr = '';
+  const t0 = performance.now();
+  const daemon: ChildProcess = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, KUBERNETES_SERVICE_HOST: '' },
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
-  let nextId = 1;
-  const ask = (op: ChildCommand['op'], index: number, value: number) =>
-    new Promise<void>((resolve) => {
-      const id = nextId++;
-      replies.set(id, resolve);
-      child.send({ id, op, index, value } satisfies ChildCommand);
-    });
-
-  const ac = new AbortController();
+  daemon.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-20_000);
+  });
+  const pid = daemon.pid as number;
+  const scrape = async () => {
+    try {
+      const res = await fetch(`http://${SERVERS_IP}:10249/metrics`);
+      return parseExposition(await res.text()).samples;
+    } catch {
+      return undefined;
+    }
+  };
+  const value = async (name: string) => (await scrape())?.find((s) => s.name === name)?.value;
   try {
-    const { url } = await ready;
-    const core = await import('@userspace-proxy/core');
-    const k8s = await import('../../packages/kubernetes/src/index.js');
-    // By default listeners bind nothing: the figure is the Kubernetes → Proxier path, not 10k binds.
-    // --real-sockets uses core's TCP/UDP proxy sockets, one real listener per Service port.
-    const real = opts.realSockets ? core.createProxySocketFactory() : undefined;
-    const open = new Set<string>();
-    const makeProxySocket: import('@userspace-proxy/core').ProxySocketFactory = async (
-      protocol,
-      ip,
-      port,
-    ) => {
-      const key = `${protocol} ${ip}:${port}`;
-      let end = () => {};
-      const socket = real
-        ? await real(protocol, ip, port)
-        : {
-            addr: () => ({ address: ip ?? '0.0.0.0', port }),
-            listenPort: () => port,
-            proxyLoop: () => new Promise<void>((resolve) => (end = resolve)),
-            close: async () => end(),
-          };
-      open.add(key);
-      return {
-        addr: () => socket.addr(),
-        listenPort: () => socket.listenPort(),
-        proxyLoop: (svc, info, lb) => socket.proxyLoop(svc, info, lb),
-        close: async () => {
-          open.delete(key);
-          await socket.close();
-        },
-      };
-    };
-
-    globalThis.gc?.();
-    const baseline = process.memoryUsage().rss;
-    const t0 = performance.now();
-    // --master alone: anonymous access to the fake server, as the daemon's `--master URL` gives.
-    const sources = await k8s.createKubernetesSources({ master: url, nodeName: 'bench-node' });
-    const lb = new core.RoundRobinLoadBalancer();
-    const proxier = await core.newCustomProxier(
-      { mode: 'service-port-portal', loadBalancer: lb, recorder: sources.recorder },
-      makeProxySocket,
-    );
-    const slices = sources.endpointSlices as NonNullable<typeof sources.endpointSlices>;
-    const serviceConfig = new core.ServiceConfig(sources.services);
-    const sliceConfig = new core.EndpointSliceConfig(slices);
-    serviceConfig.registerEventHandler(proxier);
-    sliceConfig.registerEventHandler(proxier);
-    const tasks = [
-      sources.run(ac.signal),
-      serviceConfig.run(ac.signal),
-      sliceConfig.run(ac.signal),
-      proxier.syncLoop(ac.signal),
-    ];
-
+    await until(async () => (await scrape()) !== undefined, 'the metrics server', 50);
+    const metricsUpMs = performance.now() - t0;
+    const rssAtStart = rssMiB(pid).rss;
     await until(
-      () => sources.services.hasSynced() && slices.hasSynced(),
-      'informer sync',
-      deadline,
+      async () =>
+        ((await value('kubeproxy_sync_proxy_rules_service_changes_total')) ?? 0) >= opts.services,
+      'every Service to reach the proxier',
+      50,
     );
-    const informerSyncMs = performance.now() - t0;
+    const listedMs = performance.now() - t0;
     await until(
-      () => proxier.isInitialized() && open.size >= opts.services,
-      'first full sync',
-      deadline,
+      async () => ((await value('userspace_proxy_service_ports')) ?? 0) >= opts.services,
+      'the first full sync',
+      50,
     );
+    const last = opts.services - 1;
+    await until(() => isOpen(ipOf(last), PORT), 'the last listener');
     const firstSyncMs = performance.now() - t0;
-    globalThis.gc?.();
-    const mem = process.memoryUsage();
+    for (const i of [0, last >> 1]) {
+      if (!(await isOpen(ipOf(i), PORT))) throw new Error(`svc-${i} does not listen`);
+    }
+    const rss = rssMiB(pid);
+    const heapMiB = ((await value('nodejs_heap_size_used_bytes')) ?? 0) / 2 ** 20;
 
-    const serviceChangeMs: number[] = [];
+    const servicePortMs: number[] = [];
+    const newServiceMs: number[] = [];
+    const endpointMs: number[] = [];
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 1_100)); // > minSyncPeriod
     for (let c = 1; c <= opts.changes; c++) {
-      await new Promise((resolve) => setTimeout(resolve, 1_100)); // one change per minSyncPeriod
-      const ip = `127.1.0.${c % 256}`;
-      const port = 20_000 + c;
-      const start = performance.now();
-      await ask('servicePort', c % 256, port);
-      await until(() => open.has(`TCP ${ip}:${port}`), 'service change', deadline);
-      serviceChangeMs.push(performance.now() - start);
+      await pause();
+      const i = 1 + c;
+      let start = performance.now();
+      api.store.update('services', service(i, 20_000 + c));
+      await until(() => isOpen(ipOf(i), 20_000 + c), 'a port change');
+      servicePortMs.push(performance.now() - start);
+
+      await pause();
+      const n = opts.services + c;
+      start = performance.now();
+      api.store.create('services', service(n));
+      await until(() => isOpen(ipOf(n), PORT), 'a new Service');
+      newServiceMs.push(performance.now() - start);
+
+      const b = c % 2;
+      start = performance.now();
+      api.store.update('endpointslices', slice(0, [BACKENDS[b] as string], backendPort(b)));
+      await until(async () => (await ask(ipOf(0), PORT)) === BACKENDS[b], 'an endpoint change');
+      endpointMs.push(performance.now() - start);
     }
-    const endpointChangeMs: number[] = [];
-    for (let c = 1; c <= opts.changes; c++) {
-      const index = 300 + c;
-      const base = 5_000_000 + c * 10;
-      const n = base + index * Math.max(1, Math.round(opts.endpoints / opts.services));
-      const expected = `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}:8080`;
-      const svcPort = { namespace: `ns-${index % 100}`, name: `svc-${index}`, port: 'http' };
-      const start = performance.now();
-      await ask('sliceAddress', index, base);
-      await until(() => lb.endpoints(svcPort).includes(expected), 'endpoint change', deadline);
-      endpointChangeMs.push(performance.now() - start);
-    }
-    ac.abort();
-    await Promise.allSettled(tasks);
-    await proxier.shutdown();
+    const rssAfterChanges = rssMiB(pid).rss;
+    const stopStart = performance.now();
+    daemon.kill('SIGTERM');
+    const code = await new Promise<number | null>((resolve) => daemon.once('exit', resolve));
+    if (code !== 0) throw new Error(`the daemon exited with ${code} on SIGTERM`);
     return {
-      services: opts.services,
-      endpoints: opts.endpoints,
-      informerSyncMs,
+      opts,
+      metricsUpMs,
+      listedMs,
       firstSyncMs,
-      serviceChangeMs,
-      endpointChangeMs,
-      baselineRssMiB: baseline / 2 ** 20,
+      servicePortMs,
+      newServiceMs,
+      endpointMs,
+      rssAtStart,
+      rss,
+      rssAfterChanges,
+      heapMiB,
+      stopMs: performance.now() - stopStart,
       load: loadavg()[0] ?? 0,
-      rssMiB: mem.rss / 2 ** 20,
-      heapMiB: mem.heapUsed / 2 ** 20,
     };
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; the daemon's log ends with:\n${stderr}`);
   } finally {
-    ac.abort();
-    child.kill();
+    if (daemon.exitCode === null) daemon.kill('SIGKILL');
+    await api.close();
+    for (const b of backends) b.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
-function markdown(r: Result, realSockets: boolean): string {
-  const ms = (x: number) =>
-    x < 10 ? `${x.toFixed(1)} ms` : `${Math.round(x).toLocaleString('en-US')} ms`;
+/** True once a TCP connection to ip:port is accepted. */
+function isOpen(ip: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, ip);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+const ms = (x: number) =>
+  x < 10 ? `${x.toFixed(1)} ms` : `${Math.round(x).toLocaleString('en-US')} ms`;
+const median = (xs: number[]) =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const spread = (xs: number[]) => `${ms(median(xs))} / ${ms(Math.max(...xs))}`;
+
+function markdown(r: Result): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  const per = Math.max(1, Math.round(r.opts.endpoints / r.opts.services));
   return [
-    `${r.services.toLocaleString('en-US')} Services, ${r.endpoints.toLocaleString('en-US')} endpoints (one EndpointSlice per Service), daemon defaults (minSyncPeriod 1 s, syncPeriod 30 s), ${realSockets ? 'real TCP listeners' : 'listeners that bind nothing'}:`,
+    `${n(r.opts.services)} Services, ${n(r.opts.services * per)} endpoints (one EndpointSlice of ${per} per Service), one TCP listener per Service, daemon defaults (minSyncPeriod 1 s, syncPeriod 30 s), run ${r.opts.built ? 'from the build (`--built`)' : 'from the TypeScript sources through tsx'}:`,
     '',
-    '| measure | value |',
+    '| measure (from starting the process) | value |',
     '|---|---|',
-    `| initial list delivered (informers synced) | ${ms(r.informerSyncMs)} |`,
-    `| first full sync (every Service port listening) | ${ms(r.firstSyncMs)} |`,
-    `| Service port change → new listener (median / max of ${r.serviceChangeMs.length}) | ${ms(median(r.serviceChangeMs))} / ${ms(Math.max(...r.serviceChangeMs))} |`,
-    `| EndpointSlice change → load balancer (median / max of ${r.endpointChangeMs.length}) | ${ms(median(r.endpointChangeMs))} / ${ms(Math.max(...r.endpointChangeMs))} |`,
-    `| proxy process RSS after the first sync (after GC) | ${Math.round(r.rssMiB)} MiB (${Math.round(r.rssMiB - r.baselineRssMiB)} MiB above the ${Math.round(r.baselineRssMiB)} MiB of the loaded code) |`,
-    `| of which JS heap in use | ${Math.round(r.heapMiB)} MiB |`,
+    `| metrics server answering (code loaded, sources and Proxier built) | ${ms(r.metricsUpMs)} |`,
+    `| every Service delivered to the Proxier (\`kubeproxy_sync_proxy_rules_service_changes_total\`) | ${ms(r.listedMs)} |`,
+    `| **first full sync**: every Service port listening, the last one accepting | **${ms(r.firstSyncMs)}** |`,
     '',
-    `Load average ${r.load.toFixed(1)} on ${availableParallelism()} cores when the run ended (the API server child and other work included).`,
+    `| one change reaching the listeners (median / max of ${r.servicePortMs.length}) | value |`,
+    '|---|---|',
+    `| a Service's port changed → its new listener accepts | ${spread(r.servicePortMs)} |`,
+    `| a Service added → its listener accepts | ${spread(r.newServiceMs)} |`,
+    `| an EndpointSlice changed → the next connection reaches the new endpoint | ${spread(r.endpointMs)} |`,
+    '',
+    '| daemon memory (`/proc/PID/status`) | value |',
+    '|---|---|',
+    `| RSS when the metrics server first answered (code loaded, lists just starting) | ${Math.round(r.rssAtStart)} MiB |`,
+    `| RSS after the first sync | ${Math.round(r.rss.rss)} MiB (peak so far ${Math.round(r.rss.peak)} MiB) |`,
+    `| JS heap in use then (\`nodejs_heap_size_used_bytes\`) | ${Math.round(r.heapMiB)} MiB |`,
+    `| RSS after the changes | ${Math.round(r.rssAfterChanges)} MiB |`,
+    '',
+    `SIGTERM to exit: ${ms(r.stopMs)} (${n(r.opts.services)} listeners closed). Load average ${r.load.toFixed(1)} on ${availableParallelism()} cores when the run ended (the fake API server in the benchmark process included).`,
   ].join('\n');
 }
 
-/** Replaces the figures between this mode's markers in docs/benchmarks.md, nothing else. */
-function writeDocs(md: string, realSockets: boolean): void {
-  const tag = realSockets ? 'k8s-scale-real' : 'k8s-scale';
-  const start = `<!-- ${tag}:start -->`;
-  const end = `<!-- ${tag}:end -->`;
-  const file = fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url));
+/** Replaces the figures between the k8s-scale markers in docs/benchmarks.md, nothing else. */
+function writeDocs(md: string): void {
+  const start = '<!-- k8s-scale:start -->';
+  const end = '<!-- k8s-scale:end -->';
+  const file = join(ROOT, 'docs/benchmarks.md');
   const text = readFileSync(file, 'utf8');
   const i = text.indexOf(start);
   const j = text.indexOf(end);
@@ -326,25 +360,22 @@ function writeDocs(md: string, realSockets: boolean): void {
 }
 
 async function main(argv: string[]): Promise<void> {
-  if (argv[0] === '--serve') return serve(Number(argv[1]), Number(argv[2]));
   if (argv.includes('--help')) {
     console.log(
-      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--real-sockets] [--write]',
+      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write]',
     );
     return;
   }
-  if (!process.execArgv.some((a) => a.includes(CONDITION))) {
-    // Re-run with the source condition so workspace packages resolve to their TypeScript sources.
-    const child = fork(SELF, argv, { execArgv: EXEC_ARGV, stdio: 'inherit' });
-    const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
-    process.exit(code);
-  }
   const opts = parseArgs(argv);
-  const result = await measure(opts);
-  const md = markdown(result, opts.realSockets);
+  const md = markdown(await measure(opts));
   console.log(md);
-  if (opts.write) writeDocs(md, opts.realSockets);
-  process.exit(0);
+  if (opts.write) writeDocs(md);
 }
 
-await main(process.argv.slice(2));
+main(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  },
+);

@@ -68,15 +68,28 @@ const daemonArgs =
         here('../../packages/server/src/main.ts'),
       ]
     : [here('../../packages/server/dist/main.js')];
+// In its own process group, so that Ctrl-C reaches it once, through stop() below, and not also from
+// the terminal: the daemon takes a second signal as "stop draining now".
 const daemon = spawn(process.execPath, [...daemonArgs, '--config', here('config.yaml')], {
   cwd: root,
-  stdio: 'inherit',
+  stdio: ['ignore', 'inherit', 'inherit'],
+  detached: true,
+});
+process.on('exit', () => {
+  if (daemon.exitCode === null && daemon.signalCode === null) daemon.kill('SIGKILL');
 });
 
+// One Ctrl-C can arrive twice: from the terminal and forwarded by pnpm, which runs this script. A
+// signal within a second of the last one passed on is taken as the same one; a later one (a second
+// Ctrl-C) is passed on too, and ends the drain at once.
 let stopping = false;
+let lastForwarded = 0;
 const stop = (signal) => {
   stopping = true;
-  if (daemon.exitCode === null) daemon.kill(signal);
+  if (daemon.exitCode !== null || daemon.signalCode !== null) return;
+  if (Date.now() - lastForwarded < 1000) return;
+  lastForwarded = Date.now();
+  daemon.kill(signal);
 };
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));

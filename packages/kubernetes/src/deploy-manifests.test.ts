@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { loadAllYaml, loadYaml } from '@kubernetes/client-node';
 import type { SharedInformer } from '@userspace-proxy/core';
 import { describe, expect, it } from 'vitest';
-import { loadKubeConfig } from './kube-config.js';
+import { loadKubeConfig, TOKEN_FILE_AUTH_PROVIDER } from './kube-config.js';
 import { createKubernetesSources } from './sources.js';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import { endpointSlice, kubeConfigFor, node, service, until } from './test-support/helpers.js';
@@ -16,37 +16,35 @@ const deploy = (file: string) =>
   readFileSync(new URL(`../../../deploy/${file}`, import.meta.url), 'utf8');
 const docs = (file: string): Doc[] => loadAllYaml(deploy(file)) as Doc[];
 
-/** Exercises every API call the package can make, against a recording server. */
-async function recordCalls(): Promise<Set<string>> {
+/** Exercises every API call the package makes in one mode, against a recording server. */
+async function recordCalls(useEndpointSlices: boolean): Promise<Set<string>> {
   const server = await FakeApiServer.start();
   try {
     server.store.create('services', service('ns', 'web', '10.96.0.1'));
     server.store.create('endpointslices', endpointSlice('ns', 'web', ['10.1.0.1']));
     server.store.create('endpoints', { metadata: { name: 'web', namespace: 'ns' }, subsets: [] });
     server.store.create('nodes', node('n1', ['192.0.2.1']));
-    for (const useEndpointSlices of [true, false]) {
-      const ac = new AbortController();
-      const sources = await createKubernetesSources({
-        kubeConfig: kubeConfigFor(server.url),
-        nodeName: 'n1',
-        useEndpointSlices,
-      });
-      const running = sources.run(ac.signal);
-      const informers = [sources.services, sources.endpointSlices, sources.endpoints].filter(
-        Boolean,
-      ) as SharedInformer<unknown>[];
-      await until(
-        () => informers.every((i) => i.hasSynced()) && sources.nodeIPs().length > 0,
-        'sync',
-      );
-      await until(() => server.openWatches() === 3, 'watches');
-      const ref = { kind: 'Service', namespace: 'ns', name: 'web', uid: 'u' };
-      sources.recorder.event(ref, 'Normal', 'NeedPods', 'x');
-      sources.recorder.event(ref, 'Normal', 'NeedPods', 'x'); // a repeat: a patch
-      await until(() => server.count('patch', 'events') >= (useEndpointSlices ? 1 : 2), 'events');
-      ac.abort();
-      await running;
-    }
+    const ac = new AbortController();
+    const sources = await createKubernetesSources({
+      kubeConfig: kubeConfigFor(server.url),
+      nodeName: 'n1',
+      useEndpointSlices,
+    });
+    const running = sources.run(ac.signal);
+    const informers = [sources.services, sources.endpointSlices, sources.endpoints].filter(
+      Boolean,
+    ) as SharedInformer<unknown>[];
+    await until(
+      () => informers.every((i) => i.hasSynced()) && sources.nodeIPs().length > 0,
+      'sync',
+    );
+    await until(() => server.openWatches() === 3, 'watches');
+    const ref = { kind: 'Service', namespace: 'ns', name: 'web', uid: 'u' };
+    sources.recorder.event(ref, 'Normal', 'NeedPods', 'x');
+    sources.recorder.event(ref, 'Normal', 'NeedPods', 'x'); // a repeat: a patch
+    await until(() => server.count('patch', 'events') >= 1, 'events');
+    ac.abort();
+    await running;
     return new Set(server.requests.map((r) => `${r.group}/${r.resource}/${r.verb}`));
   } finally {
     await server.close();
@@ -54,8 +52,10 @@ async function recordCalls(): Promise<Set<string>> {
 }
 
 describe('deploy/ manifests', () => {
-  it('grant exactly the API calls the code makes (RBAC)', async () => {
-    const used = await recordCalls();
+  it('grant exactly the API calls the daemon makes (RBAC)', async () => {
+    // The daemon always uses EndpointSlices; main-cluster.test.ts in the server package also checks
+    // every call the real daemon process makes against this ClusterRole.
+    const used = await recordCalls(true);
     const role = docs('rbac.yaml').find((d) => d.kind === 'ClusterRole');
     const granted = new Set<string>();
     for (const rule of role.rules) {
@@ -67,6 +67,12 @@ describe('deploy/ manifests', () => {
     expect([...granted].some((g) => g.includes('*'))).toBe(false);
     expect([...used].filter((u) => !granted.has(u))).toEqual([]); // nothing the code does is forbidden
     expect([...granted].filter((g) => !used.has(g))).toEqual([]); // nothing granted goes unused
+    // Embedders who choose legacy Endpoints need exactly these two more (docs/kubernetes.md).
+    const legacy = await recordCalls(false);
+    expect([...legacy].filter((u) => !granted.has(u)).sort()).toEqual([
+      '/endpoints/list',
+      '/endpoints/watch',
+    ]);
   });
 
   it('bind the role to the DaemonSet service account', () => {
@@ -103,7 +109,17 @@ describe('deploy/ manifests', () => {
     for (const probe of [container.livenessProbe, container.readinessProbe]) {
       expect(probe.httpGet).toEqual({ path: '/livez', port: 'healthz' });
     }
+    // The health server listens only after the daemon waited for its Node (30 s at most by default,
+    // userspaceProxy.nodeWaitTimeout): the liveness probe must not restart it before that.
+    const live = container.livenessProbe;
+    const grace = live.initialDelaySeconds + live.periodSeconds * live.failureThreshold;
+    expect(config.nodePortAddresses).toContain('primary');
+    expect(config.userspaceProxy?.nodeWaitTimeout).toBeUndefined(); // the 30 s default
+    expect(grace).toBeGreaterThan(30 * 2);
     expect(container.args).toContain('--hostname-override=$(NODE_NAME)');
+    // Not the cluster DNS, whose ClusterIP this proxy is what serves.
+    expect(ds.spec.template.spec.hostNetwork).toBe(true);
+    expect(ds.spec.template.spec.dnsPolicy).toBe('Default');
     expect(container.env).toContainEqual({
       name: 'NODE_NAME',
       valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } },
@@ -121,8 +137,8 @@ describe('deploy/ manifests', () => {
       writeFileSync(file, cm.data['kubeconfig.conf']);
       const kc = loadKubeConfig({ kubeconfig: file });
       expect(kc.getCurrentUser()?.authProvider).toEqual({
-        name: 'tokenFile',
-        config: { tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' },
+        name: TOKEN_FILE_AUTH_PROVIDER,
+        config: { path: '/var/run/secrets/kubernetes.io/serviceaccount/token' },
       });
       expect(kc.getCurrentCluster()?.caFile).toBe(
         '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt',

@@ -30,7 +30,7 @@ export {
   fromClientNodeInformer,
 } from './informer-adapter.js';
 export type { KubeConfigSource } from './kube-config.js';
-export { loadKubeConfig, SERVICE_ACCOUNT_DIR } from './kube-config.js';
+export { loadKubeConfig, SERVICE_ACCOUNT_DIR, TOKEN_FILE_AUTH_PROVIDER } from './kube-config.js';
 export type {
   GuardedInformer,
   GuardedInformerOptions,

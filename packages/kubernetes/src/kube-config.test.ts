@@ -120,7 +120,7 @@ describe('loadKubeConfig', () => {
     server = await FakeApiServer.start({
       tls: { key: tls('server.key'), cert: tls('server.crt') },
     });
-    writeFileSync(join(dir, 'token'), 'first');
+    writeFileSync(join(dir, 'token'), 'first\n'); // as `echo first > token` writes it
     writeFileSync(join(dir, 'ca.crt'), tls('ca.crt'));
     const file = join(dir, 'kubeconfig.conf');
     writeFileSync(
@@ -145,9 +145,16 @@ describe('loadKubeConfig', () => {
     );
     const kc = loadKubeConfig({ kubeconfig: file });
     await listServices(kc);
-    writeFileSync(join(dir, 'token'), 'rotated');
+    writeFileSync(join(dir, 'token'), ' rotated\r\n');
     vi.setSystemTime(Date.now() + 61_000);
     await listServices(kc);
-    expect(server.requests.map((r) => r.authorization)).toEqual(['Bearer first', 'Bearer rotated']);
+    rmSync(join(dir, 'token')); // a failed re-read keeps the last token
+    vi.setSystemTime(Date.now() + 61_000);
+    await listServices(kc);
+    expect(server.requests.map((r) => r.authorization)).toEqual([
+      'Bearer first',
+      'Bearer rotated',
+      'Bearer rotated',
+    ]);
   });
 });

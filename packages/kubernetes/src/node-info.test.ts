@@ -108,4 +108,41 @@ describe('NodeInfo', () => {
     expect(info.nodeEligible()).toBe(false);
     expect(info.node()).toBeUndefined();
   });
+
+  it('tells listeners about every change of its own node, and one that throws does not stop the rest', () => {
+    const inf = new Emitter();
+    const info = new NodeInfo(inf, 'n1');
+    const [h] = inf.handlers as [InformerEventHandler<NodeLike>];
+    const seen: string[] = [];
+    info.onChange(() => {
+      throw new Error('listener bug');
+    });
+    const remove = info.onChange(() => seen.push(info.nodeIPs().join(',') || 'none'));
+    h.onAdd({ metadata: { name: 'other' } });
+    const n1 = addrs(['InternalIP', '10.0.0.1']);
+    h.onAdd(n1);
+    h.onUpdate(n1, addrs(['InternalIP', '10.0.0.2']));
+    h.onDelete(n1);
+    expect(seen).toEqual(['10.0.0.1', '10.0.0.2', 'none']);
+    remove();
+    h.onAdd(n1);
+    expect(seen).toHaveLength(3);
+  });
+
+  it('whenKnown resolves once the node is seen, or false on abort', async () => {
+    const inf = new Emitter();
+    const info = new NodeInfo(inf, 'n1');
+    const [h] = inf.handlers as [InformerEventHandler<NodeLike>];
+    const ac = new AbortController();
+    const waiting = info.whenKnown(ac.signal);
+    h.onAdd({ metadata: { name: 'other' } });
+    h.onAdd(addrs(['InternalIP', '10.0.0.1']));
+    expect(await waiting).toBe(true);
+    expect(await info.whenKnown(ac.signal)).toBe(true);
+    const other = new NodeInfo(new Emitter(), 'n2');
+    const pending = other.whenKnown(ac.signal);
+    ac.abort();
+    expect(await pending).toBe(false);
+    expect(await other.whenKnown(ac.signal)).toBe(false);
+  });
 });

@@ -54,6 +54,7 @@ export function isNodeEligible(node: NodeLike | undefined): boolean {
 export class NodeInfo {
   readonly #nodeName: string;
   readonly #log: Logger;
+  readonly #listeners = new Set<() => void>();
   #node: NodeLike | undefined;
 
   constructor(informer: SharedInformer<NodeLike>, nodeName: string, logger?: Logger) {
@@ -67,6 +68,7 @@ export class NodeInfo {
         if (node?.metadata?.name !== this.#nodeName) return;
         this.#log.warn(`Node ${this.#nodeName} was deleted`);
         this.#node = undefined;
+        this.#notify();
       },
     });
   }
@@ -82,6 +84,48 @@ export class NodeInfo {
     if (isNodeEligible(before) !== isNodeEligible(node)) {
       this.#log.info(`Node ${this.#nodeName} eligible for traffic: ${isNodeEligible(node)}`);
     }
+    this.#notify();
+  }
+
+  #notify(): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener();
+      } catch (err) {
+        this.#log.error('a Node change listener threw; the others carry on', err);
+      }
+    }
+  }
+
+  /**
+   * Calls `listener` after every change of the Node (first seen, updated, deleted), so that a user of
+   * its IPs, which are read once when a Proxier is built, can tell when they no longer hold. Returns
+   * the function that removes the listener.
+   */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Resolves true once the Node is known (at once if it is already), or false when `signal` aborts
+   * first: how a caller waits, bounded, for the node's IPs before it builds what needs them.
+   */
+  whenKnown(signal: AbortSignal): Promise<boolean> {
+    return new Promise((resolve) => {
+      if (this.#node) return resolve(true);
+      if (signal.aborted) return resolve(false);
+      const done = (known: boolean) => {
+        remove();
+        signal.removeEventListener('abort', onAbort);
+        resolve(known);
+      };
+      const onAbort = () => done(false);
+      const remove = this.onChange(() => {
+        if (this.#node) done(true);
+      });
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** The last known Node object, if any. */

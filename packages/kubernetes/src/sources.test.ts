@@ -119,6 +119,59 @@ describe('createKubernetesSources', () => {
     server = await FakeApiServer.start();
   });
 
+  it('waits for its Node alone before run, and run then shares that Node watch', async () => {
+    const sources = await createKubernetesSources({
+      kubeConfig: kubeConfigFor(server.url),
+      nodeName: 'n1',
+      informerOptions: FAST,
+    });
+    expect(await sources.waitForNode(ac.signal, 10_000)).toBe(true);
+    expect(sources.nodeIPs()).toEqual(['192.0.2.10', 'fd00::10']);
+    expect(server.count('list', 'services')).toBe(0); // nothing but the Node so far
+    expect(server.count('list', 'endpointslices')).toBe(0);
+    expect(await sources.waitForNode(ac.signal, 0)).toBe(true); // known: at once
+    running = sources.run(ac.signal);
+    await synced(sources.services, sources.endpointSlices);
+    await until(() => server.openWatches() === 3, 'three watches');
+    expect(server.openWatches('nodes')).toBe(1);
+    expect(server.count('list', 'nodes')).toBe(1);
+  });
+
+  it('gives up waiting for an unknown Node after the timeout, and says when it appears', async () => {
+    const sources = await createKubernetesSources({
+      kubeConfig: kubeConfigFor(server.url),
+      nodeName: 'n3',
+      informerOptions: FAST,
+    });
+    let changes = 0;
+    const remove = sources.onNodeChange(() => changes++);
+    const started = Date.now();
+    expect(await sources.waitForNode(ac.signal, 200)).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+    expect(sources.nodeIPs()).toEqual([]);
+    await until(() => server.openWatches('nodes') === 1, 'node watch');
+    server.store.create('nodes', node('n3', ['192.0.2.30']));
+    await until(() => changes === 1, 'the change');
+    expect(sources.nodeIPs()).toEqual(['192.0.2.30']);
+    remove();
+    server.store.update('nodes', node('n3', ['192.0.2.31']));
+    await until(() => sources.nodeIPs()[0] === '192.0.2.31', 'the update');
+    expect(changes).toBe(1);
+    running = sources.run(ac.signal);
+  });
+
+  it('stops waiting for the Node when its signal aborts', async () => {
+    const sources = await createKubernetesSources({
+      kubeConfig: kubeConfigFor(server.url),
+      nodeName: 'n9',
+      informerOptions: FAST,
+    });
+    const waiting = sources.waitForNode(ac.signal, 60_000);
+    ac.abort();
+    expect(await waiting).toBe(false);
+    expect(await sources.waitForNode(ac.signal, 60_000)).toBe(false);
+  });
+
   it('uses legacy Endpoints when asked', async () => {
     server.store.create('endpoints', {
       metadata: { name: 'web', namespace: 'shop' },

@@ -49,6 +49,19 @@ export interface KubernetesSources {
   nodeEligible(): boolean;
   /** Writes core/v1 Events, flood-protected. */
   recorder: EventRecorder;
+  /**
+   * Starts following this node's Node ahead of `run` (only the Node: nothing else is listed yet) for
+   * as long as `signal` is not aborted, and resolves true once the Node is known, or false after
+   * `timeoutMs` or when `signal` aborts. A daemon calls it before building a Proxier whose `primary`
+   * node-port addresses need the node's IPs, which a Proxier reads once; `run` later carries on with
+   * the same Node watch instead of starting a second one.
+   */
+  waitForNode(signal: AbortSignal, timeoutMs: number): Promise<boolean>;
+  /**
+   * Calls `listener` after every change of the Node (first seen, new IPs or eligibility, deleted), so
+   * that whoever built something from its IPs can tell when they no longer hold. Returns the remover.
+   */
+  onNodeChange(listener: () => void): () => void;
   /** Lists and watches until `signal` aborts, then stops and drops unsent events. */
   run(signal: AbortSignal): Promise<void>;
 }
@@ -194,6 +207,10 @@ export async function createKubernetesSources(
     (n) => n.metadata.name === nodeName,
   );
   const nodeInfo = new NodeInfo(nodeInformer, nodeName, opts.logger);
+  // The Node informer, when it is built here (a provided one is run by its owner).
+  const nodeRunnable = (runnables as unknown[]).includes(nodeInformer)
+    ? (nodeInformer as Runnable)
+    : undefined;
   const recorder = kc
     ? new KubernetesEventRecorder(kc, {
         host: nodeName,
@@ -206,6 +223,24 @@ export async function createKubernetesSources(
     services,
     nodeIPs: () => nodeInfo.nodeIPs(),
     nodeEligible: () => nodeInfo.nodeEligible(),
+    onNodeChange: (listener) => nodeInfo.onChange(listener),
+    async waitForNode(signal: AbortSignal, timeoutMs: number): Promise<boolean> {
+      if (nodeInfo.node()) return true;
+      if (signal.aborted) return false;
+      void nodeRunnable
+        ?.run?.(signal)
+        ?.catch((err: unknown) => log.error('the Node watch failed', err));
+      const wait = new AbortController();
+      const timer = setTimeout(() => wait.abort(), Math.max(0, timeoutMs));
+      const onAbort = () => wait.abort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        return await nodeInfo.whenKnown(wait.signal);
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      }
+    },
     recorder: recorder ?? {
       event: (ref, type, reason, message) =>
         log.info(

@@ -103,6 +103,7 @@ describe('decodeConfiguration', () => {
     const config = defaultConfiguration();
     config.iptables.syncPeriod = 90_000;
     config.userspaceProxy.dialTimeouts = [100, 2500];
+    config.userspaceProxy.nodeWaitTimeout = 5000;
     const r = decodeConfiguration(configurationYaml(config));
     expect(r.errors).toEqual([]);
     expect(r.warnings).toEqual([]);

@@ -82,6 +82,11 @@ export interface UserspaceProxyConfiguration {
   dialTimeouts: number[];
   /** UDP socket receive/send buffer size; 0 = the OS default. */
   udpBufferBytes: number;
+  /**
+   * Cluster source with `nodePortAddresses: [primary]`: how long the start waits for this node's Node
+   * object, whose IPs "primary" means, before it serves node ports on the detected addresses; 0 = no wait.
+   */
+  nodeWaitTimeout: number;
 }
 
 /** The complete, defaulted configuration. */
@@ -213,6 +218,7 @@ export const configFileSchema = z.strictObject({
       tcpKeepAlive: duration.optional(),
       dialTimeouts: z.array(duration).optional(),
       udpBufferBytes: z.number().int().optional(),
+      nodeWaitTimeout: duration.optional(),
     })
     .optional(),
 });
@@ -231,6 +237,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   tcpKeepAlive: 15_000,
   dialTimeouts: [250, 500, 1000, 2000],
   udpBufferBytes: 0,
+  nodeWaitTimeout: 30_000,
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -327,6 +334,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
       tcpKeepAlive: ext.tcpKeepAlive ?? DEFAULT_USERSPACE_PROXY.tcpKeepAlive,
       dialTimeouts: [...(ext.dialTimeouts ?? DEFAULT_USERSPACE_PROXY.dialTimeouts)],
       udpBufferBytes: ext.udpBufferBytes ?? DEFAULT_USERSPACE_PROXY.udpBufferBytes,
+      nodeWaitTimeout: ext.nodeWaitTimeout ?? DEFAULT_USERSPACE_PROXY.nodeWaitTimeout,
     },
   };
 }

@@ -247,6 +247,7 @@ describe('validateConfiguration', () => {
         c.userspaceProxy.tcpHalfCloseTimeout = -1;
         c.userspaceProxy.tcpKeepAlive = -1;
         c.userspaceProxy.udpBufferBytes = -1;
+        c.userspaceProxy.nodeWaitTimeout = -1000;
       },
       [
         'KubeProxyConfiguration.UserspaceProxy.DrainTimeout: Invalid value: -1s: must be greater than or equal to 0',
@@ -256,6 +257,7 @@ describe('validateConfiguration', () => {
         'KubeProxyConfiguration.UserspaceProxy.TCPHalfCloseTimeout: Invalid value: -1ms: must be greater than or equal to 0',
         'KubeProxyConfiguration.UserspaceProxy.TCPKeepAlive: Invalid value: -1ms: must be greater than or equal to 0',
         'KubeProxyConfiguration.UserspaceProxy.UDPBufferBytes: Invalid value: -1: must be greater than or equal to 0',
+        'KubeProxyConfiguration.UserspaceProxy.NodeWaitTimeout: Invalid value: -1s: must be greater than or equal to 0',
       ],
     ],
     [

@@ -274,6 +274,7 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   atLeast('TCPHalfCloseTimeout', c.tcpHalfCloseTimeout, 0, dur);
   atLeast('TCPKeepAlive', c.tcpKeepAlive, 0, dur);
   atLeast('UDPBufferBytes', c.udpBufferBytes, 0, num);
+  atLeast('NodeWaitTimeout', c.nodeWaitTimeout, 0, dur);
   if (c.dialTimeouts.length === 0) {
     errs.push(required(`${path}.DialTimeouts`, 'must contain at least one timeout'));
   }

@@ -37,6 +37,7 @@ export function toExternalConfiguration(config: KubeProxyConfiguration): Record<
       tcpHalfCloseTimeout: d(ext.tcpHalfCloseTimeout),
       tcpKeepAlive: d(ext.tcpKeepAlive),
       dialTimeouts: ext.dialTimeouts.map(d),
+      nodeWaitTimeout: d(ext.nodeWaitTimeout),
     },
   };
 }

@@ -46,6 +46,7 @@ const DURATIONS: ReadonlySet<string> = new Set([
   'userspaceProxy.tcpHalfCloseTimeout',
   'userspaceProxy.tcpKeepAlive',
   'userspaceProxy.dialTimeouts',
+  'userspaceProxy.nodeWaitTimeout',
 ]);
 
 function goName(key: string): string {

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import {
   CHANNELS,
   componentLogger,
+  detectPrimaryIPs,
   EndpointSliceConfig,
   EndpointsConfig,
   type EventRecorder,
@@ -25,6 +26,7 @@ import { parseListenAddress } from './host-port.js';
 import { RetryingListener } from './http-listen.js';
 import { ProxyMetrics } from './metrics.js';
 import { createMetricsServer } from './metrics-server.js';
+import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
 import { createSources, type SourceFactoryOptions } from './source-select.js';
 import type { ProxySources } from './sources.js';
@@ -137,11 +139,21 @@ export class Daemon {
     this.#eligible = sources.nodeEligible?.bind(sources);
     const recorder = sources.recorder ?? loggingRecorder(componentLogger(log, 'events'));
     this.#recorder = recorder;
+    const signal = this.#abort.signal;
+    // "primary" node ports need the Node's IPs, which the Proxier reads once: wait for the Node.
+    const nodeIPs = await sourceNodeIPs({
+      config,
+      sources,
+      nodeName: this.nodeRef.name,
+      signal,
+      logger: log,
+    });
+    if (this.#stopping !== undefined) return; // stopped (a signal) while waiting
     const redirect = mode === 'userspace';
     const proxierOptions = proxierOptionsFor(config, {
       logger: log,
       recorder,
-      sourceNodeIPs: sources.nodeIPs?.(),
+      sourceNodeIPs: nodeIPs,
       portals: redirect ? new IptablesPortalManager({ logger: log }) : undefined,
       conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
     });
@@ -152,8 +164,16 @@ export class Daemon {
       await proxier.shutdown();
       return;
     }
+    this.#cleanups.push(
+      watchNodeIPs({
+        config,
+        sources,
+        used: proxierOptions.nodeIPs ?? detectPrimaryIPs(),
+        logger: log,
+        restart: (reason) => void this.stop(reason, { exitCode: 1 }),
+      }),
+    );
 
-    const signal = this.#abort.signal;
     const services = new ServiceConfig(sources.services, { logger: log });
     services.registerEventHandler(proxier);
     const configs: { run(signal: AbortSignal): Promise<void> }[] = [services];

@@ -66,8 +66,15 @@ export type { ProxyMetricsOptions } from './metrics.js';
 export { LAST_CHANGE_TRIGGER_TIME, ProxyMetrics } from './metrics.js';
 export type { MetricsServerOptions } from './metrics-server.js';
 export { createMetricsServer, metricsHandler } from './metrics-server.js';
+export type { NodeIPsOptions, WatchNodeIPsOptions } from './node-ips.js';
+export { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 export type { ProxierEnvironmentOptions } from './proxier-options.js';
-export { coreProxyMode, nodeIPsFor, proxierOptionsFor } from './proxier-options.js';
+export {
+  coreProxyMode,
+  needsSourceNodeIPs,
+  nodeIPsFor,
+  proxierOptionsFor,
+} from './proxier-options.js';
 export type { CommandIO } from './run.js';
 export { processIO, runCommand } from './run.js';
 export type { ManifestSourceOptions, ReloadOutcome } from './source-manifest.js';

@@ -79,6 +79,7 @@ describe('metrics server', () => {
         DrainTimeout: '25s',
         DialTimeouts: ['250ms', '500ms', '1s', '2s'],
         MaxUDPSessionsPerPort: 4096,
+        NodeWaitTimeout: '30s',
       },
     });
     expect(config).not.toHaveProperty('apiVersion');

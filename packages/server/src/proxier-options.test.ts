@@ -1,7 +1,12 @@
 import { noopLogger, type PortalManager } from '@userspace-proxy/core';
 import { describe, expect, it } from 'vitest';
 import { defaultConfiguration } from './config-schema.js';
-import { coreProxyMode, nodeIPsFor, proxierOptionsFor } from './proxier-options.js';
+import {
+  coreProxyMode,
+  needsSourceNodeIPs,
+  nodeIPsFor,
+  proxierOptionsFor,
+} from './proxier-options.js';
 
 const recorder = { event: () => {} };
 const portals: PortalManager = {
@@ -85,5 +90,21 @@ describe('nodeIPsFor', () => {
     expect(nodeIPsFor(c, ['fd00::1'])).toEqual(['fd00::1']);
     c.bindAddress = '192.168.1.20';
     expect(nodeIPsFor(c, ['192.168.1.10'])).toEqual(['192.168.1.20']);
+  });
+});
+
+describe('needsSourceNodeIPs', () => {
+  it('is true only for "primary" without a specific bind address', () => {
+    const c = defaultConfiguration();
+    expect(needsSourceNodeIPs(c)).toBe(false);
+    c.nodePortAddresses = ['localhost', 'primary'];
+    expect(needsSourceNodeIPs(c)).toBe(true);
+    c.bindAddress = '::';
+    expect(needsSourceNodeIPs(c)).toBe(true);
+    c.bindAddress = '10.0.0.5';
+    expect(needsSourceNodeIPs(c)).toBe(false);
+    c.bindAddress = '0.0.0.0';
+    c.nodePortAddresses = ['10.0.0.0/8'];
+    expect(needsSourceNodeIPs(c)).toBe(false);
   });
 });

@@ -43,6 +43,15 @@ export function nodeIPsFor(
   return sourceNodeIPs !== undefined && sourceNodeIPs.length > 0 ? sourceNodeIPs : undefined;
 }
 
+/**
+ * Whether the Proxier's node-port addresses depend on the source's node IPs: `primary` is asked for
+ * and no specific `bindAddress` names the node IP. Only then does the daemon wait for the Node at
+ * start, and restart when its IPs change.
+ */
+export function needsSourceNodeIPs(config: KubeProxyConfiguration): boolean {
+  return config.nodePortAddresses.includes('primary') && isUnspecified(config.bindAddress);
+}
+
 /** ProxierOptions for `config`. */
 export function proxierOptionsFor(
   config: KubeProxyConfiguration,

@@ -25,6 +25,14 @@ export interface ProxySources {
   nodeIPs?(): string[];
   /** False when the node is being deleted (a cluster's Node object); /healthz then answers 503. */
   nodeEligible?(): boolean;
+  /**
+   * Starts following the node's own object ahead of `run` and resolves true once it is known, false
+   * after `timeoutMs` or when `signal` aborts. The daemon calls it before it builds the Proxier when
+   * `primary` node-port addresses need `nodeIPs()`, which the Proxier reads only once.
+   */
+  waitForNode?(signal: AbortSignal, timeoutMs: number): Promise<boolean>;
+  /** Calls `listener` after each change of the node's object; returns the function that removes it. */
+  onNodeChange?(listener: () => void): () => void;
   /** Where events go (Kubernetes Events for a cluster); absent: logged by the daemon. */
   recorder?: EventRecorder;
   /**
