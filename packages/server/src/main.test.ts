@@ -108,10 +108,11 @@ describe('userspace-proxy (the process)', () => {
       sampleValue(metrics, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds'),
     ).toBeGreaterThan(0);
 
-    proc.child.kill('SIGTERM');
+    const daemon = proc;
+    daemon.child.kill('SIGTERM');
     // Probe only once the listeners are closed: a probe racing the signal would be accepted and
     // counted among the connections the drain waits for.
-    await until(() => proc.stderr().includes('proxier shut down'), 'the proxier to shut down');
+    await until(() => daemon.stderr().includes('proxier shut down'), 'the proxier to shut down');
     await until(
       async () => (await ask(SERVICE_IP, 8080, 'late', 1000)) === 'ECONNREFUSED',
       'the listener to close',

@@ -175,6 +175,26 @@ export class NetnsSandbox {
     return child;
   }
 
+  /**
+   * Starts `argv` (a program and its arguments) inside `ns` with stdin, stdout and stderr piped, for
+   * a child driven by commands on stdin; `ip netns exec` execs it, so the pid is the program's own
+   * and a signal reaches it directly. It is killed at cleanup.
+   */
+  spawnIn(
+    ns: Netns,
+    argv: readonly string[],
+    options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  ): ChildProcess {
+    const child = spawn('ip', ['netns', 'exec', ns.name, ...argv], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+      ...(options.env === undefined ? {} : { env: options.env }),
+    });
+    this.#children.add(child);
+    child.once('exit', () => this.#children.delete(child));
+    return child;
+  }
+
   /** Kills children and deletes namespaces (their veths go with them). Never throws. */
   async cleanup(): Promise<void> {
     for (const child of this.#children) child.kill('SIGKILL');
@@ -261,4 +281,83 @@ s.bind(Number(srcPort), srcHost, () => s.send('ping', Number(port), host, (e) =>
 /** Runs a node script in `ns` to completion; resolves with its stdout, rejects on a non-zero exit. */
 export async function runNode(ns: Netns, script: string, args: readonly string[]): Promise<string> {
   return mustRun(ns.runner, process.execPath, ['-e', script, ...args]);
+}
+
+/** A UDP server on `host:0` answering every datagram with "echo:" and the datagram; prints its port. */
+export const UDP_ECHO_SERVER = `
+const dgram = require('node:dgram');
+const host = process.argv[1] || '0.0.0.0';
+const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+s.on('message', (m, r) => s.send('echo:' + m, r.port, r.address));
+s.bind(0, host, () => console.log(s.address().port));
+`;
+
+/**
+ * Connects to argv[1]:argv[2], sends argv[3] and prints the first reply; when there is none it
+ * prints the error code (ECONNREFUSED, EHOSTUNREACH…), CLOSED, or TIMEOUT after argv[4] ms (default
+ * 5000). It always exits 0, so a test can expect a refusal as plainly as an answer.
+ */
+export const TCP_PROBE = `
+const net = require('node:net');
+const [host, port, text, ms] = process.argv.slice(1);
+const out = (v) => { process.stdout.write(String(v)); process.exit(0); };
+setTimeout(() => out('TIMEOUT'), Number(ms || 5000));
+const s = net.connect({ host, port: Number(port) }, () => s.write(text));
+s.on('data', (d) => out(d));
+s.on('error', (e) => out(e.code || e.message));
+s.on('close', () => out('CLOSED'));
+`;
+
+/**
+ * Sends argv[3] by UDP to argv[1]:argv[2] and prints the first reply as JSON ({"from":"ip:port",
+ * "data":…}, so a test sees which address answered), or TIMEOUT after argv[4] ms (default 5000).
+ * It always exits 0.
+ */
+export const UDP_PROBE = `
+const dgram = require('node:dgram');
+const [host, port, text, ms] = process.argv.slice(1);
+const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+const out = (v) => { process.stdout.write(v); process.exit(0); };
+setTimeout(() => out('TIMEOUT'), Number(ms || 5000));
+s.on('message', (d, r) => out(JSON.stringify({ from: r.address + ':' + r.port, data: String(d) })));
+s.on('error', (e) => out(e.code || e.message));
+s.send(text, Number(port), host);
+`;
+
+/**
+ * Our lines of `iptables-save` in `ns` (chains and rules mentioning KUBE-), normalised across the nft
+ * and legacy back ends: counters stripped, every comment quoted.
+ */
+export async function kubeRules(ns: Netns, cmd = 'iptables-save'): Promise<string[]> {
+  const out = await ns.exec(cmd, []);
+  return out
+    .split('\n')
+    .filter((l) => l.includes('KUBE-'))
+    .map((l) => l.replace(/ \[\d+:\d+\]$/, '').replace(/--comment ([^"\s]+)/, '--comment "$1"'));
+}
+
+/** `conntrack -L` in `ns` for flows whose original destination is `ip` (empty when there are none). */
+export async function conntrackFlows(ns: Netns, ip: string, protocol = 'udp'): Promise<string> {
+  const r = await ns.runner.run('conntrack', ['-L', '-p', protocol, '--orig-dst', ip]);
+  return r.stdout;
+}
+
+/**
+ * The lines of {@link kubeRules} that capture `ip:port` for one protocol: rules in our chains naming
+ * that destination, or, with `ip` null, the node-port rules (which name no destination).
+ */
+export function captureRules(
+  rules: readonly string[],
+  ip: string | null,
+  protocol: 'tcp' | 'udp',
+  port: number,
+): string[] {
+  const dst = ip === null ? '' : `-d ${ip}/32 `;
+  return rules.filter(
+    (l) =>
+      l.startsWith('-A KUBE-') &&
+      l.includes(`${dst}-p ${protocol} `) &&
+      l.includes(`--dport ${port} `) &&
+      (ip !== null || !l.includes(' -d ')),
+  );
 }
