@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { markdown, svgChart } from './report.js';
 import { FULL, runSuite, SMOKE, type SuiteConfig } from './suite.js';
@@ -7,7 +9,11 @@ const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,mem
   --smoke   a few seconds, to check the harness (what CI runs)
   --reps N  repetitions per scenario (default 5)
   --only    run only these groups
-  --write   write the results into docs/benchmarks.md and docs/benchmarks.svg`;
+  --write   write the results into docs/benchmarks.md and docs/benchmarks.svg
+  --profile DIR  the proxy host processes write V8 CPU profiles (.cpuprofile) into DIR
+  --sources run the proxy from core's TypeScript sources through tsx instead of building
+            packages/core first (tsx wraps every named function expression in __name(), which
+            costs CPU and about 2.5 KB per proxied connection that the build does not)`;
 
 const START = '<!-- suite:start -->';
 const END = '<!-- suite:end -->';
@@ -33,6 +39,14 @@ function writeDocs(md: string, svg: string): void {
   writeFileSync(`${docs}benchmarks.svg`, `${svg}\n`);
 }
 
+/** Builds @userspace-proxy/core (tsc -b), so the proxy hosts run what users run. */
+function buildCore(): void {
+  const require = createRequire(import.meta.url);
+  const tsc = require.resolve('typescript/bin/tsc');
+  const project = fileURLToPath(new URL('../../packages/core/tsconfig.json', import.meta.url));
+  execFileSync(process.execPath, [tsc, '-b', project], { stdio: 'inherit' });
+}
+
 async function main(argv: string[]): Promise<void> {
   if (argv.includes('--help')) return void console.log(HELP);
   const cfg: SuiteConfig = { ...(argv.includes('--smoke') ? SMOKE : FULL) };
@@ -41,6 +55,12 @@ async function main(argv: string[]): Promise<void> {
   const only = argv.indexOf('--only');
   if (only >= 0) cfg.only = (argv[only + 1] ?? '').split(',').filter(Boolean);
   if (!(cfg.reps >= 1)) throw new Error('--reps needs a positive number');
+  const profile = argv.indexOf('--profile');
+  if (profile >= 0) process.env.BENCH_PROFILE_DIR = argv[profile + 1] ?? '.';
+  if (!argv.includes('--sources')) {
+    buildCore();
+    process.env.BENCH_BUILT = '1';
+  }
   const result = await runSuite(cfg);
   const md = markdown(result);
   console.log(md);

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { Stat } from './stats.js';
-import type { Row, SuiteResult } from './suite.js';
+import type { CpuUse, Row, SuiteResult } from './suite.js';
 
 const fmt = (x: number): string =>
   x >= 1000 ? Math.round(x).toLocaleString('en-US') : x >= 10 ? x.toFixed(1) : x.toFixed(2);
@@ -61,8 +61,16 @@ export function checkTargets(r: SuiteResult): TargetCheck[] {
     row('new connections/s, concurrency 32')?.ratios.proxy?.median,
     (x) => x >= 0.5,
   );
-  const udp50 = r.rows.find((x) => x.scenario.includes('at 50k pps'));
-  add('UDP at 50k pps delivered', '≥ 99.7 %', udp50?.values.proxy?.median, (x) => x >= 99.7, ' %');
+  const udp50 = r.rows
+    .filter((x) => x.scenario.includes('at 50k pps'))
+    .map((x) => x.values.proxy?.median ?? 0);
+  add(
+    'UDP at 50k pps delivered (worst size)',
+    '≥ 99.7 %',
+    udp50.length ? Math.min(...udp50) : undefined,
+    (x) => x >= 99.7,
+    ' %',
+  );
   add(
     'TCP half round trip, proxy/direct',
     '≤ 1.5×',
@@ -100,7 +108,7 @@ export function markdown(r: SuiteResult): string {
   const lines: string[] = [];
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   lines.push(
-    `Run ${r.startedAt} · Node ${process.version} · ${os.cpus().length} × ${cpu} · ${r.config.reps} repetition(s), median (min–max)`,
+    `Run ${r.startedAt} · Node ${process.version} · ${os.cpus().length} × ${cpu} · ${r.config.reps} repetition(s), median (min–max) · proxy host running ${process.env.BENCH_BUILT ? "core's build (dist/)" : "core's TypeScript sources through tsx"}`,
   );
   lines.push('');
   lines.push(
@@ -112,6 +120,23 @@ export function markdown(r: SuiteResult): string {
     lines.push(
       `| ${row.scenario} | ${cell(row.values.direct, u)} | ${cell(row.values.naive, u)} | ${cell(row.values.proxy, u)} | ${ratio(row.ratios.naive, row.higherIsBetter)} | ${ratio(row.ratios.proxy, row.higherIsBetter)} | ${extraText(row)} |`,
     );
+  }
+  const withCpu = r.rows.filter((row) => Object.keys(row.cpu ?? {}).length > 0);
+  if (withCpu.length) {
+    lines.push(
+      '',
+      'CPU use of each process while the scenario ran, % of one core (load generator / backend / proxy host; 200 % = both cores):',
+      '',
+      '| scenario | direct | naive relay | userspace-proxy |',
+      '|---|---|---|---|',
+    );
+    const use = (c: CpuUse | undefined) =>
+      c ? `${c.load.toFixed(0)} / ${c.backend.toFixed(0)} / ${c.proxy.toFixed(0)}` : '–';
+    for (const row of withCpu) {
+      lines.push(
+        `| ${row.scenario} | ${use(row.cpu.direct)} | ${use(row.cpu.naive)} | ${use(row.cpu.proxy)} |`,
+      );
+    }
   }
   if (r.sync.length) {
     lines.push(

@@ -7,12 +7,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const tsxLoader = pathToFileURL(
   join(dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/loader.mjs'),
 ).href;
-const CHILD_EXEC_ARGV = [
-  '--import',
-  tsxLoader,
-  '--conditions=@userspace-proxy/source',
-  '--expose-gc',
-];
+const CHILD_EXEC_ARGV = ['--import', tsxLoader, '--expose-gc'];
+/** Workspace packages resolve to their TypeScript sources, unless `--built` asked for dist/. */
+const SOURCES = '--conditions=@userspace-proxy/source';
 
 /** One request to a child process; `method` names a function of the child's role. */
 interface Request {
@@ -43,8 +40,12 @@ export class RoleProcess {
 
   constructor(role: string) {
     const entry = fileURLToPath(new URL('./child.ts', import.meta.url));
+    // `--profile DIR` (main.ts): every proxy host writes a V8 CPU profile there when it ends.
+    const profileDir = process.env.BENCH_PROFILE_DIR;
+    const profile =
+      role === 'proxy' && profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
     this.#child = fork(entry, [role], {
-      execArgv: CHILD_EXEC_ARGV,
+      execArgv: [...CHILD_EXEC_ARGV, ...(process.env.BENCH_BUILT ? [] : [SOURCES]), ...profile],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.#child.on('message', (msg: Reply) => {
@@ -69,9 +70,16 @@ export class RoleProcess {
     });
   }
 
-  /** Ends the child. */
+  /**
+   * Ends the child: it exits by itself once the IPC channel closes (so a CPU profile gets written),
+   * and is killed if it has not after 5 s.
+   */
   stop(): void {
-    this.#child.kill('SIGKILL');
+    if (this.#child.connected) this.#child.disconnect();
+    const child = this.#child;
+    setTimeout(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }, 5000).unref();
   }
 }
 
@@ -91,9 +99,27 @@ export function serveRole(methods: RoleMethods): void {
   process.on('disconnect', () => process.exit(0));
 }
 
+/** What {@link processStats} reports. */
+export interface ProcessStats {
+  /** User + system CPU time since the process started. */
+  cpuSeconds: number;
+  rss: number;
+  heapUsed: number;
+  /** What V8 has committed for its heap (used or not). */
+  heapTotal: number;
+  /** Memory of Buffers and other objects outside the JS heap that V8 is told about. */
+  external: number;
+}
+
 /** CPU seconds (user + system) and memory of this process, for the orchestrator. */
-export function processStats(): { cpuSeconds: number; rss: number; heapUsed: number } {
+export function processStats(): ProcessStats {
   const cpu = process.cpuUsage();
   const mem = process.memoryUsage();
-  return { cpuSeconds: (cpu.user + cpu.system) / 1e6, rss: mem.rss, heapUsed: mem.heapUsed };
+  return {
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    rss: mem.rss,
+    heapUsed: mem.heapUsed,
+    heapTotal: mem.heapTotal,
+    external: mem.external,
+  };
 }

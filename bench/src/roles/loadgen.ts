@@ -82,7 +82,13 @@ async function connRate(t: Target, concurrency: number, durationMs: number) {
   latencies.sort((a, b) => a - b);
   const pct = (p: number) =>
     latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0;
-  return { perSecond: latencies.length / seconds, p50Ms: pct(0.5), p99Ms: pct(0.99), errors };
+  return {
+    perSecond: latencies.length / seconds,
+    count: latencies.length,
+    p50Ms: pct(0.5),
+    p99Ms: pct(0.99),
+    errors,
+  };
 }
 
 /** 64-byte ping-pong on one TCP connection or UDP socket; returns the median half round trip in µs. */
@@ -133,7 +139,11 @@ async function pingPong(t: Target, protocol: 'TCP' | 'UDP', durationMs: number) 
     s.close();
   }
   samples.sort((a, b) => a - b);
-  return { halfRttUs: samples[Math.floor(samples.length / 2)] ?? 0, samples: samples.length };
+  return {
+    halfRttUs: samples[Math.floor(samples.length / 2)] ?? 0,
+    p99Us: samples[Math.floor(samples.length * 0.99)] ?? 0,
+    samples: samples.length,
+  };
 }
 
 /** Sends `size`-byte datagrams for `durationMs`, as fast as possible (rate 0) or at `rate` per second. */

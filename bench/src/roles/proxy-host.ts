@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import {
   type Endpoints,
   newProxier,
@@ -37,14 +38,17 @@ export async function until(cond: () => boolean, ms: number, what: string): Prom
   }
 }
 
-function benchService(backend: BackendPorts): { service: Service; endpoints: Endpoints } {
+function benchService(
+  backend: BackendPorts,
+  clusterIP: string,
+): { service: Service; endpoints: Endpoints } {
   const names = Object.keys(SERVICE_PORTS) as (keyof BackendPorts)[];
   const meta = { name: 'bench', namespace: 'default' };
   return {
     service: {
       metadata: meta,
       spec: {
-        clusterIP: PROXY_HOST,
+        clusterIP,
         ports: names.map((name) => ({ name: name.toLowerCase(), ...SERVICE_PORTS[name] })),
       },
     },
@@ -64,17 +68,23 @@ function benchService(backend: BackendPorts): { service: Service; endpoints: End
   };
 }
 
-/** Starts the naive relay and the real Proxier (ServicePortPortal mode) in front of `backend`. */
-async function start(backend: BackendPorts): Promise<{ naive: Frontend; proxy: Frontend }> {
+/**
+ * Starts the naive relay and the real Proxier (ServicePortPortal mode) in front of `backend`, on
+ * `hosts` (a second proxy host, as the memory scenario starts, needs addresses of its own).
+ */
+async function start(
+  backend: BackendPorts,
+  hosts: { naive: string; proxy: string } = { naive: NAIVE_HOST, proxy: PROXY_HOST },
+): Promise<{ naive: Frontend; proxy: Frontend }> {
   const names = Object.keys(SERVICE_PORTS) as (keyof BackendPorts)[];
   for (const name of names) {
     const { protocol, port } = SERVICE_PORTS[name];
-    if (protocol === 'TCP') await naiveTcpRelay(NAIVE_HOST, port, backend[name]);
-    else await naiveUdpRelay(NAIVE_HOST, port, backend[name]);
+    if (protocol === 'TCP') await naiveTcpRelay(hosts.naive, port, backend[name]);
+    else await naiveUdpRelay(hosts.naive, port, backend[name]);
   }
   proxier = await newProxier({ mode: 'service-port-portal', minSyncPeriodMs: 0 });
   void proxier.syncLoop();
-  const { service, endpoints } = benchService(backend);
+  const { service, endpoints } = benchService(backend, hosts.proxy);
   proxier.onEndpointsAdd(endpoints);
   proxier.onEndpointsSynced();
   proxier.onServiceAdd(service);
@@ -86,18 +96,21 @@ async function start(backend: BackendPorts): Promise<{ naive: Frontend; proxy: F
       name: 'bench',
       port: name.toLowerCase(),
     };
-    await until(() => p.getServiceInfo(svcPort, PROXY_HOST)?.isStarted() === true, 10_000, name);
+    await until(() => p.getServiceInfo(svcPort, hosts.proxy)?.isStarted() === true, 10_000, name);
   }
   const ports = Object.fromEntries(
     names.map((n) => [n, SERVICE_PORTS[n].port]),
   ) as unknown as BackendPorts;
-  return { naive: { host: NAIVE_HOST, ports }, proxy: { host: PROXY_HOST, ports } };
+  return { naive: { host: hosts.naive, ports }, proxy: { host: hosts.proxy, ports } };
 }
 
 /** The methods the orchestrator calls on the proxy process. */
 export const proxyMethods = {
   start,
   stats: processStats,
+  pid: () => ({ pid: process.pid }),
+  /** Writes a V8 heap snapshot (for `--profile`-style investigation); returns its file name. */
+  heapSnapshot: (file?: string) => v8.writeHeapSnapshot(file),
   gc: () => {
     (globalThis as { gc?: () => void }).gc?.();
   },

@@ -150,7 +150,10 @@ export { MAX_ACCEPT_BACKOFF_MS } from './accept-backoff.js';
 export type { ProxySocketFactoryOptions } from './proxy-socket-factory.js';
 export { createProxySocketFactory, newProxySocket } from './proxy-socket-factory.js';
 export type { ResolvedProxySocketOptions } from './proxy-socket-options.js';
-export { resolveProxySocketOptions } from './proxy-socket-options.js';
+export {
+  DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES,
+  resolveProxySocketOptions,
+} from './proxy-socket-options.js';
 export type { TcpProxySocketOptions } from './proxy-socket-tcp.js';
 export { MAX_CONNECTIONS_BEFORE_PROXY_LOOP, TcpProxySocket } from './proxy-socket-tcp.js';
 export type { UdpProxySocketOptions } from './proxy-socket-udp.js';
@@ -158,7 +161,9 @@ export { UdpProxySocket } from './proxy-socket-udp.js';
 export type { TcpRelayOptions } from './tcp-relay.js';
 export {
   adoptAcceptedSocket,
+  connectForRelay,
   RELAY_LARGE_BUFFER_BYTES,
+  RELAY_ONREAD,
   RELAY_SHARED_BUFFER_BYTES,
   TcpRelay,
 } from './tcp-relay.js';

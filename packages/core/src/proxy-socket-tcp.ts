@@ -19,8 +19,15 @@ import {
 } from './proxy-socket-options.js';
 import type { ServiceInfo } from './service-info.js';
 import { joinHostPort, type ServicePortName, servicePortNameString } from './service-port-name.js';
-import { adoptAcceptedSocket, TcpRelay } from './tcp-relay.js';
-import { type DialOptions, dialEndpoints } from './try-connect-endpoints.js';
+import {
+  adoptAcceptedSocket,
+  connectForRelay,
+  ignoreError,
+  RELAY_ONREAD,
+  TcpRelay,
+  type TcpRelayOptions,
+} from './tcp-relay.js';
+import { type DialClient, type DialOptions, dialEndpoints } from './try-connect-endpoints.js';
 
 /**
  * Connections accepted before `proxyLoop` starts wait (paused) in a queue of this size; later ones
@@ -38,11 +45,17 @@ export interface TcpProxySocketOptions extends ProxySocketOptions {
   createServer?: (options: net.ServerOpts) => net.Server;
 }
 
+/** What every connection of one served Service port shares, made once in `proxyLoop`. */
 interface Serving {
   service: ServicePortName;
   name: string;
   info: ServiceInfo;
   lb: LoadBalancer;
+  dialOptions: DialOptions;
+  relayOptions: TcpRelayOptions;
+  /** Opens one dial attempt with the socket options and the relays' read buffers. */
+  connect: (target: { host: string; port: number }) => net.Socket;
+  dialed: (conn: ProxiedConnection, error: unknown, backend?: net.Socket, ep?: string) => void;
 }
 
 /**
@@ -157,7 +170,31 @@ export class TcpProxySocket implements ProxySocket {
     }
     if (this.#state === 'closed') return this.#loopDone;
     const name = servicePortNameString(service);
-    this.#serving = { service, name, info, lb };
+    const { keepAliveMs, idleTimeoutMs, halfCloseTimeoutMs, dialTimeoutsMs } = this.#opts;
+    const connect = this.#connect;
+    this.#serving = {
+      service,
+      name,
+      info,
+      lb,
+      dialOptions: { timeoutsMs: dialTimeoutsMs, logger: this.#log, name },
+      relayOptions: {
+        idleTimeoutMs,
+        halfCloseTimeoutMs,
+        onClose: (relay) => this.#onRelayClose(relay as ProxiedConnection),
+      },
+      connect: (target) =>
+        connect({
+          host: target.host,
+          port: target.port,
+          noDelay: true,
+          keepAlive: keepAliveMs > 0,
+          keepAliveInitialDelay: keepAliveMs,
+          allowHalfOpen: true,
+          onread: RELAY_ONREAD,
+        }),
+      dialed: (conn, error, backend, endpoint) => this.#dialed(conn, error, backend, endpoint),
+    };
     this.#log.debug(`proxying ${name} on ${this.#describe()}`);
     for (const raw of this.#pending.splice(0)) {
       if (!raw.destroyed) this.#handle(raw, this.#serving);
@@ -196,7 +233,7 @@ export class TcpProxySocket implements ProxySocket {
     const serving = this.#serving;
     if (serving === undefined) {
       if (this.#pending.length < MAX_CONNECTIONS_BEFORE_PROXY_LOOP) {
-        raw.on('error', ignore);
+        raw.on('error', ignoreError);
         this.#pending.push(raw);
       } else {
         raw.destroy();
@@ -220,61 +257,35 @@ export class TcpProxySocket implements ProxySocket {
       return;
     }
     this.#active++;
-    const opened = performance.now();
-    let endpoint = '';
-    const relay = new TcpRelay({
-      idleTimeoutMs: this.#opts.idleTimeoutMs,
-      halfCloseTimeoutMs: this.#opts.halfCloseTimeoutMs,
-      onClose: (r) => this.#onRelayClose(serving, endpoint, r, opened),
-    });
-    const adopted = adoptAcceptedSocket(raw, relay.up.onread);
-    const client = adopted.socket;
-    client.on('error', ignore);
-    relay.down.setDestination(client);
-    const srcAddr = new PeerAddr(client);
-    let backendUsesOnread = false;
-    const { keepAliveMs } = this.#opts;
-    const onread = relay.down.onread;
-    const connect = this.#connect;
-    const dial = (target: { host: string; port: number }): net.Socket => {
-      relay.down.bufferRequested = false;
-      const socket = connect({
-        host: target.host,
-        port: target.port,
-        noDelay: true,
-        keepAlive: keepAliveMs > 0,
-        keepAliveInitialDelay: keepAliveMs,
-        allowHalfOpen: true,
-        onread,
-      });
-      backendUsesOnread = relay.down.bufferRequested;
-      return socket;
-    };
-    const options: DialOptions = {
-      timeoutsMs: this.#opts.dialTimeoutsMs,
-      logger: this.#log,
-      connect: dial,
-      name: serving.name,
-    };
-    dialEndpoints(serving.service, srcAddr, 'TCP', serving.lb, options, (error, backend, ep) => {
-      if (backend === undefined) {
-        this.#active--;
-        client.destroy();
-        relay.abandon();
-        this.#onDialFailed(serving, error);
-        return;
-      }
-      endpoint = ep ?? '';
-      if (channels.connectionOpen.hasSubscribers) {
-        const message: ConnectionOpenMessage = {
-          service: serving.name,
-          protocol: 'TCP',
-          client: srcAddr.toString(),
-          endpoint,
-        };
-        channels.connectionOpen.publish(message);
-      }
-      relay.start(client, backend, { client: adopted.usesOnread, backend: backendUsesOnread });
+    const adopted = adoptAcceptedSocket(raw, RELAY_ONREAD);
+    adopted.socket.on('error', ignoreError);
+    const conn = new ProxiedConnection(serving, adopted.socket, adopted.usesOnread);
+    dialEndpoints(serving.service, conn, 'TCP', serving.lb, serving.dialOptions, conn);
+  }
+
+  /** A connection's dial ended: relay it, or close its client. */
+  #dialed(conn: ProxiedConnection, error: unknown, backend?: net.Socket, ep?: string): void {
+    const serving = conn.serving;
+    if (backend === undefined) {
+      this.#active--;
+      conn.client.destroy();
+      conn.abandon();
+      this.#onDialFailed(serving, error);
+      return;
+    }
+    conn.endpoint = ep ?? '';
+    if (channels.connectionOpen.hasSubscribers) {
+      const message: ConnectionOpenMessage = {
+        service: serving.name,
+        protocol: 'TCP',
+        client: conn.toString(),
+        endpoint: conn.endpoint,
+      };
+      channels.connectionOpen.publish(message);
+    }
+    conn.start(conn.client, backend, {
+      client: conn.clientUsesOnread,
+      backend: conn.backendUsesOnread,
     });
   }
 
@@ -303,16 +314,16 @@ export class TcpProxySocket implements ProxySocket {
     channels.refused.publish(message);
   }
 
-  #onRelayClose(serving: Serving, endpoint: string, relay: TcpRelay, opened: number): void {
+  #onRelayClose(conn: ProxiedConnection): void {
     this.#active--;
     if (channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
-        service: serving.name,
+        service: conn.serving.name,
         protocol: 'TCP',
-        endpoint,
-        bytesIn: relay.bytesIn,
-        bytesOut: relay.bytesOut,
-        durationMs: performance.now() - opened,
+        endpoint: conn.endpoint,
+        bytesIn: conn.bytesIn,
+        bytesOut: conn.bytesOut,
+        durationMs: performance.now() - conn.opened,
       };
       channels.connectionClose.publish(message);
     }
@@ -372,26 +383,34 @@ export class TcpProxySocket implements ProxySocket {
   };
 }
 
-function ignore(): void {}
-
 /**
- * A client's address, read from the socket only when someone asks: a round-robin balancer without
- * ClientIP affinity never does, which saves a getpeername(2) per connection. An address that can
- * no longer be read (the client already reset) reads as "".
+ * One proxied connection: its relay, the client's address (read from the socket only when someone
+ * asks: a round-robin balancer without ClientIP affinity never does, which saves a getpeername(2)
+ * per connection; an address that can no longer be read reads as ""), and the dialler of its
+ * backend. One object instead of a relay, an address, an options object and a handful of closures,
+ * because an idle connection costs what its objects cost.
  */
-class PeerAddr implements Addr {
-  readonly #socket: net.Socket;
+class ProxiedConnection extends TcpRelay implements Addr, DialClient {
+  readonly serving: Serving;
+  readonly client: net.Socket;
+  readonly clientUsesOnread: boolean;
+  backendUsesOnread = false;
+  endpoint = '';
+  readonly opened = performance.now();
   #address: string | undefined;
   #port = 0;
 
-  constructor(socket: net.Socket) {
-    this.#socket = socket;
+  constructor(serving: Serving, client: net.Socket, clientUsesOnread: boolean) {
+    super(serving.relayOptions);
+    this.serving = serving;
+    this.client = client;
+    this.clientUsesOnread = clientUsesOnread;
   }
 
   get address(): string {
     if (this.#address === undefined) {
-      this.#address = this.#socket.remoteAddress ?? '';
-      this.#port = this.#socket.remotePort ?? 0;
+      this.#address = this.client.remoteAddress ?? '';
+      this.#port = this.client.remotePort ?? 0;
     }
     return this.#address;
   }
@@ -400,7 +419,17 @@ class PeerAddr implements Addr {
     return this.address === '' ? 0 : this.#port;
   }
 
-  toString(): string {
+  override toString(): string {
     return this.address === '' ? '' : joinHostPort(this.address, this.port);
+  }
+
+  connect(target: { host: string; port: number }): net.Socket {
+    const { socket, usesOnread } = connectForRelay(this.serving.connect, target);
+    this.backendUsesOnread = usesOnread;
+    return socket;
+  }
+
+  dialed(error: unknown, socket?: net.Socket, endpoint?: string): void {
+    this.serving.dialed(this, error, socket, endpoint);
   }
 }

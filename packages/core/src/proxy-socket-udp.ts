@@ -14,6 +14,7 @@ import { componentLogger, type Logger } from './logger.js';
 import type { Addr } from './model.js';
 import type { ProxySocket } from './proxy-socket.js';
 import {
+  DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES,
   type ProxySocketOptions,
   type ResolvedProxySocketOptions,
   resolveProxySocketOptions,
@@ -380,7 +381,9 @@ function bindSocket(
 ): Promise<dgram.Socket> {
   const make = createSocket ?? dgram.createSocket;
   const socket = make(
-    bufferBytes > 0 ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes } : { type },
+    bufferBytes > 0
+      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes }
+      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES },
   );
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => {

@@ -36,6 +36,17 @@ export interface DialOptions extends TryConnectOptions {
 export type DialCallback = (error: unknown, socket?: net.Socket, endpoint?: string) => void;
 
 /**
+ * A dial's caller as one object instead of closures: the TCP proxy socket's connection object is
+ * its own dialler, so a connection allocates no callback or connect function of its own.
+ */
+export interface DialClient {
+  /** Opens one attempt; the options' `connect` when absent. */
+  connect?(endpoint: { host: string; port: number }): net.Socket;
+  /** Called once, as a {@link DialCallback}. */
+  dialed(error: unknown, socket?: net.Socket, endpoint?: string): void;
+}
+
+/**
  * Errors that say this host is out of a resource, not that the endpoint is bad: retrying at once on
  * another endpoint would fail the same way and reset the client's affinity for nothing.
  */
@@ -96,7 +107,7 @@ export function dialEndpoints(
   protocol: 'TCP',
   lb: LoadBalancer,
   opts: DialOptions,
-  done: DialCallback,
+  done: DialCallback | DialClient,
 ): void {
   new EndpointDialer(service, srcAddr, protocol, lb, opts, done).start();
 }
@@ -109,7 +120,7 @@ class EndpointDialer {
   readonly #lb: LoadBalancer;
   readonly #opts: DialOptions;
   readonly #timeouts: readonly number[];
-  readonly #done: DialCallback;
+  readonly #done: DialCallback | DialClient;
   #attempts = 0;
   #reset = false;
   #socket: net.Socket | undefined;
@@ -124,7 +135,7 @@ class EndpointDialer {
     protocol: 'TCP',
     lb: LoadBalancer,
     opts: DialOptions,
-    done: DialCallback,
+    done: DialCallback | DialClient,
   ) {
     this.#service = service;
     this.#srcAddr = srcAddr;
@@ -180,14 +191,19 @@ class EndpointDialer {
     }
     let socket: net.Socket;
     try {
-      socket = (this.#opts.connect ?? net.connect)(target);
+      const client = this.#done;
+      socket =
+        typeof client === 'object' && client.connect !== undefined
+          ? client.connect(target)
+          : (this.#opts.connect ?? net.connect)(target);
     } catch (error) {
       this.#failed(error);
       return;
     }
     this.#socket = socket;
-    socket.once('connect', this.#onConnect);
-    socket.once('error', this.#onError);
+    // `on`, not `once`: #drop removes both on the first of them, and `once` wraps each in a closure.
+    socket.on('connect', this.#onConnect);
+    socket.on('error', this.#onError);
     this.#timer = setTimeout(this.#onTimeout, timeoutMs);
   }
 
@@ -256,7 +272,10 @@ class EndpointDialer {
     if (this.#finished) return;
     this.#finished = true;
     this.#opts.signal?.removeEventListener('abort', this.#onAbort);
-    this.#done(error, socket, socket === undefined ? undefined : this.#endpoint);
+    const endpoint = socket === undefined ? undefined : this.#endpoint;
+    const done = this.#done;
+    if (typeof done === 'function') done(error, socket, endpoint);
+    else done.dialed(error, socket, endpoint);
   }
 }
 
