@@ -182,7 +182,9 @@ export async function udpRows(env: Env, cfg: SuiteConfig, rows: Row[]): Promise<
 }
 
 /** Addresses of the memory scenario's own proxy host, apart from the main one's. */
-const MEMORY_HOSTS = { naive: '127.211.0.1', proxy: '127.210.0.1' };
+const memOctet = () => 1 + Math.floor(Math.random() * 250);
+const MEMORY_HOST = `${memOctet()}.${memOctet()}`;
+const MEMORY_HOSTS = { naive: `127.211.${MEMORY_HOST}`, proxy: `127.210.${MEMORY_HOST}` };
 
 /**
  * What `count` more idle proxied connections add to the RSS of a fresh proxy host, per connection.

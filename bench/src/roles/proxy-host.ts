@@ -25,8 +25,11 @@ const SERVICE_PORTS = {
   udpEcho: { protocol: 'UDP', port: 5005 },
 } as const;
 
-const NAIVE_HOST = '127.201.0.1';
-const PROXY_HOST = '127.200.0.1';
+/** Per-process addresses, so a smoke run never collides with a benchmark running beside it. */
+const octet = () => 1 + Math.floor(Math.random() * 250);
+const HOST = `${octet()}.${octet()}`;
+const NAIVE_HOST = `127.201.${HOST}`;
+const PROXY_HOST = `127.200.${HOST}`;
 let proxier: Proxier | undefined;
 
 /** Polls until `cond` holds, or fails after `ms`. */

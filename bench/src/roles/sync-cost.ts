@@ -23,7 +23,7 @@ export interface SyncCost {
   heapUsedBytes: number;
 }
 
-const ip = (i: number) => `127.${100 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+const ip = (i: number) => `127.${110 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
 
 function service(i: number, port = 80): Service {
   return {
