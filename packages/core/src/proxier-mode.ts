@@ -87,7 +87,7 @@ export abstract class ServicePortMode<E extends ModeEntry> {
       this.ctx.log.info(`${spec.key} changed; re-creating its proxy`);
       await this.#stop(entry, run);
     } else {
-      this.ctx.log.info(`adding ${spec.key} (${spec.protocol} ${spec.clusterIP}:${spec.port})`);
+      this.ctx.log.debug(`adding ${spec.key} (${spec.protocol} ${spec.clusterIP}:${spec.port})`);
     }
     const fresh = this.newEntry(spec);
     this.entries.set(spec.key, fresh);
