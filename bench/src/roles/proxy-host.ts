@@ -3,6 +3,7 @@ import {
   type Endpoints,
   newProxier,
   type Proxier,
+  type ProxySocketOptions,
   type Service,
   type ServicePortName,
 } from '@userspace-proxy/core';
@@ -85,7 +86,14 @@ async function start(
     if (protocol === 'TCP') await naiveTcpRelay(hosts.naive, port, backend[name]);
     else await naiveUdpRelay(hosts.naive, port, backend[name]);
   }
-  proxier = await newProxier({ mode: 'service-port-portal', minSyncPeriodMs: 0 });
+  proxier = await newProxier({
+    mode: 'service-port-portal',
+    minSyncPeriodMs: 0,
+    // BENCH_PROXY_SOCKET: JSON proxy-socket options, to measure what one option costs.
+    ...(process.env.BENCH_PROXY_SOCKET
+      ? { proxySocket: JSON.parse(process.env.BENCH_PROXY_SOCKET) as ProxySocketOptions }
+      : {}),
+  });
   void proxier.syncLoop();
   const { service, endpoints } = benchService(backend, hosts.proxy);
   proxier.onEndpointsAdd(endpoints);

@@ -34,9 +34,9 @@ export interface ProxySocketOptions {
 /**
  * The receive buffer the Service's UDP socket asks for when `udpBufferBytes` is 0. Every client's
  * datagrams queue there while the event loop is busy elsewhere, and on a host where the proxy
- * shares its cores with its clients and backends that is milliseconds at a time: the OS default
- * (208 KiB, about 280 small datagrams as the kernel accounts them) overflowed within 5 ms at
- * 50 000 datagrams/s and lost 4 % of them. The kernel caps the request at `net.core.rmem_max`
+ * shares its cores with its clients and backends that is milliseconds at a time: with the OS
+ * default (208 KiB, about 280 small datagrams as the kernel accounts them) 4–7 % of datagrams were
+ * lost at 50 000/s on a 2-core host (docs/benchmarks.md). The kernel caps the request at `net.core.rmem_max`
  * (4 MiB on this project's machines; 208 KiB on a stock kernel, where raising it is the remedy);
  * the memory is used only while datagrams wait.
  */

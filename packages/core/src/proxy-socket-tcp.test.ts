@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
@@ -61,6 +62,16 @@ async function client(socket: TcpProxySocket): Promise<net.Socket> {
   c.on('error', () => {});
   cleanup.push(() => c.destroy());
   return c;
+}
+
+/** Whether iproute2's `ss` is here to show a socket's keep-alive timer. */
+function hasSs(): boolean {
+  try {
+    execFileSync('ss', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe('TcpProxySocket', () => {
@@ -357,6 +368,26 @@ describe('TcpProxySocket', () => {
     expect((await readBytes(c, 9)).toString()).toBe('recovered');
     expect(socket.addr().port).toBe((server0?.address() as net.AddressInfo | null)?.port);
   });
+
+  it.runIf(process.platform === 'linux' && hasSs())(
+    'keeps keep-alive on accepted connections, set once on the listener (or off at 0)',
+    async () => {
+      const backend = await server();
+      for (const keepAliveMs of [15_000, 0]) {
+        const { socket } = await proxy([backend.endpoint], { keepAliveMs });
+        const c = await client(socket);
+        c.write('ping');
+        await readBytes(c, 4);
+        const port = socket.addr().port;
+        const out = execFileSync('ss', ['-tnoH', 'state', 'established', `( sport = :${port} )`], {
+          encoding: 'utf8',
+        });
+        expect(out, `keepAliveMs ${keepAliveMs}`).toContain(`${HOST}:${port}`);
+        if (keepAliveMs > 0) expect(out).toMatch(/timer:\(keepalive,1[0-5]sec/);
+        else expect(out).not.toContain('keepalive');
+      }
+    },
+  );
 
   it('applies back-pressure: a backend that does not read stalls the client, nothing piles up in the proxy', async () => {
     const backendSockets: net.Socket[] = [];
