@@ -175,6 +175,7 @@ export { MAX_PENDING_BYTES, MAX_PENDING_DATAGRAMS } from './udp-session.js';
 export type { NetworkInterfacesFn, NodePortAddressEnv } from './node-port-addresses.js';
 export {
   detectPrimaryIPs,
+  parseCidr,
   parseNodePortAddresses,
   resolveNodePortAddresses,
 } from './node-port-addresses.js';

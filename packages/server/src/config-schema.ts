@@ -80,7 +80,7 @@ export interface UserspaceProxyConfiguration {
   tcpKeepAlive: number;
   /** One dial attempt per entry, each with this timeout, moving to the next endpoint on failure. */
   dialTimeouts: number[];
-  /** UDP socket receive/send buffer size; 0 = the OS default. */
+  /** UDP socket receive/send buffer size; 0 = 4 MiB asked for the Service socket, the OS default for sessions. */
   udpBufferBytes: number;
   /**
    * Cluster source with `nodePortAddresses: [primary]`: how long the start waits for this node's Node

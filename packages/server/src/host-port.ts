@@ -1,4 +1,5 @@
 import { isIP, isIPv6 } from 'node:net';
+import { parseCidr } from '@userspace-proxy/core';
 
 /**
  * Address helpers with Go's `net` semantics. kube-proxy's validation messages depend on exactly how
@@ -40,14 +41,9 @@ export function isLoopback(ip: string): boolean {
 
 /** The address family of a CIDR ("10.0.0.0/8", "fd00::/64"), or undefined when it is not one. */
 export function cidrFamily(value: string): 'IPv4' | 'IPv6' | undefined {
-  const slash = value.indexOf('/');
-  if (slash < 0) return undefined;
-  const ip = value.slice(0, slash);
-  const bits = value.slice(slash + 1);
-  const family = isIP(ip);
-  if (family === 0 || !/^\d{1,3}$/.test(bits)) return undefined;
-  if (Number(bits) > (family === 4 ? 32 : 128)) return undefined;
-  return family === 4 ? 'IPv4' : 'IPv6';
+  const cidr = parseCidr(value);
+  if (!cidr) return undefined;
+  return cidr.family === 4 ? 'IPv4' : 'IPv6';
 }
 
 /** Joins like Go's net.JoinHostPort: IPv6 hosts are bracketed. */
