@@ -1,0 +1,511 @@
+/**
+ * One local UDP socket speaking SCTP over UDP (RFC 6951) for every SCTP port on it: the guard
+ * (checksum and chunk bounds before anything else reads the packet), the demultiplexer (by
+ * verification tag, then by addresses and ports), the stateless INIT / COOKIE ECHO handling of the
+ * listeners, and out-of-the-blue replies (RFC 9260 §8.4). An exception while one association
+ * handles a packet aborts that association only.
+ */
+import { randomBytes } from 'node:crypto';
+import { isIPv6 } from 'node:net';
+import { Association, type AssociationHost } from './association.js';
+import { CauseCode, ChunkType, FLAG_T, type ParsedPacket, type RawChunk } from './chunk-types.js';
+import {
+  CodecError,
+  decodeInit,
+  encodeCause,
+  PacketWriter,
+  parsePacket,
+  singleChunkPacket,
+} from './codec.js';
+import { CookieSigner } from './cookie.js';
+import type { ResolvedAssociationOptions } from './options.js';
+import type { SctpTimers } from './timers.js';
+
+/** The datagram socket an endpoint runs on (node:dgram's Socket fits). */
+export interface DatagramSocket {
+  send(msg: Buffer, port: number, address: string, callback?: (err: Error | null) => void): void;
+  close(callback?: () => void): void;
+}
+
+/** Counters of one endpoint (drops are per reason). */
+export interface SctpEndpointCounters {
+  datagramsIn: number;
+  datagramsOut: number;
+  sendErrors: number;
+  /** Datagrams refused by the guard, by codec reason (`bad-checksum`, `bad-chunk-length`, ...). */
+  refused: Record<string, number>;
+  outOfTheBlue: number;
+  initsAnswered: number;
+  badCookies: number;
+  staleCookies: number;
+  associationsRefused: number;
+  /** Exceptions contained (each aborted one association). */
+  exceptions: number;
+  /** OOTB / INIT ACK replies not sent because of the reply rate limit. */
+  repliesLimited: number;
+}
+
+/** A listener registered on one SCTP port of an endpoint. */
+export interface EndpointListener {
+  readonly options: ResolvedAssociationOptions;
+  readonly maxAssociations: number;
+  associations: number;
+  accept(a: Association): void;
+}
+
+/** Settings of an endpoint. */
+export interface EndpointSettings {
+  readonly timers: SctpTimers;
+  /** Replies sent without an association (INIT ACK, OOTB ABORT) per second. Default 1000. */
+  readonly replyRate?: number;
+  /** Called for anything contained or refused, with a short escaped description. */
+  readonly onWarning?: (message: string) => void;
+  /** Called once the last listener and association are gone and the socket is closed. */
+  readonly onIdle?: () => void;
+}
+
+/** See the module comment. */
+export class SctpEndpoint implements AssociationHost {
+  readonly timers: SctpTimers;
+  readonly counters: SctpEndpointCounters = {
+    datagramsIn: 0,
+    datagramsOut: 0,
+    sendErrors: 0,
+    refused: {},
+    outOfTheBlue: 0,
+    initsAnswered: 0,
+    badCookies: 0,
+    staleCookies: 0,
+    associationsRefused: 0,
+    exceptions: 0,
+    repliesLimited: 0,
+  };
+  private readonly byTag = new Map<number, Association>();
+  private readonly byTuple = new Map<string, Association>();
+  private readonly portListeners = new Map<number, EndpointListener>();
+  private readonly owner = new Map<Association, EndpointListener>();
+  private readonly signer = new CookieSigner();
+  private readonly replyRate: number;
+  private tokens: number;
+  private tokensAt: number;
+  private refs = 0;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+  private idleCheck: ReturnType<typeof setImmediate> | undefined;
+  private readonly onSendDone = (err: Error | null): void => {
+    if (err) this.counters.sendErrors++;
+  };
+
+  constructor(
+    private readonly socket: DatagramSocket,
+    readonly localAddress: string,
+    readonly localEncapsulationPort: number,
+    private readonly settings: EndpointSettings,
+  ) {
+    this.timers = settings.timers;
+    this.replyRate = settings.replyRate ?? 1000;
+    this.tokens = this.replyRate;
+    this.tokensAt = this.timers.now();
+  }
+
+  /** Associations alive on this endpoint. */
+  get associationCount(): number {
+    return this.byTag.size;
+  }
+
+  /** Takes a reference (a listener or an association uses the socket). */
+  retain(): void {
+    this.refs++;
+    if (this.idleCheck !== undefined) {
+      clearImmediate(this.idleCheck);
+      this.idleCheck = undefined;
+    }
+  }
+
+  /** Drops a reference; the endpoint closes its socket when none is left. */
+  release(): void {
+    if (--this.refs > 0 || this.closed || this.idleCheck !== undefined) return;
+    // Deferred: the last packets (SHUTDOWN COMPLETE, ABORT) are still on their way out.
+    this.idleCheck = setImmediate(() => {
+      this.idleCheck = undefined;
+      if (this.refs > 0 || this.closed) return;
+      this.settings.onIdle?.();
+      void this.close();
+    });
+  }
+
+  /** Registers a listener on an SCTP port; false when the port already has one. */
+  addPortListener(port: number, l: EndpointListener): boolean {
+    if (this.portListeners.has(port)) return false;
+    this.portListeners.set(port, l);
+    this.retain();
+    return true;
+  }
+
+  /** Unregisters a listener; its associations stay up. */
+  removePortListener(port: number, l: EndpointListener): void {
+    if (this.portListeners.get(port) !== l) return;
+    this.portListeners.delete(port);
+    this.release();
+  }
+
+  /** True when `port` is used by a listener or by an association to `remote`. */
+  portInUse(port: number): boolean {
+    if (this.portListeners.has(port)) return true;
+    for (const a of this.byTag.values()) if (a.localPort === port) return true;
+    return false;
+  }
+
+  /** Starts an association (INIT sent). */
+  connect(
+    options: ResolvedAssociationOptions,
+    remoteAddress: string,
+    remotePort: number,
+    remoteEncapsulationPort: number,
+    localPort: number,
+  ): Association {
+    const a = new Association({
+      host: this,
+      options,
+      overhead: overheadFor(remoteAddress),
+      localAddress: this.localAddress,
+      localPort,
+      localEncapsulationPort: this.localEncapsulationPort,
+      remoteAddress,
+      remotePort,
+      remoteEncapsulationPort,
+      localTag: this.newTag(),
+      localInitialTsn: random32(),
+    });
+    this.register(a);
+    a.startInit();
+    return a;
+  }
+
+  private register(a: Association): void {
+    this.byTag.set(a.localTag, a);
+    this.byTuple.set(tupleKey(a.remoteAddress, a.remotePort, a.localPort), a);
+    this.retain();
+  }
+
+  /** {@link AssociationHost}: sends an association's packet to its peer's current UDP port. */
+  transmit(a: Association, packet: Buffer): void {
+    this.sendRaw(packet, a.remoteEncapsulationPort, a.remoteAddress);
+  }
+
+  /** {@link AssociationHost}: forgets a closed association. */
+  released(a: Association): void {
+    if (this.byTag.get(a.localTag) !== a) return;
+    this.byTag.delete(a.localTag);
+    const key = tupleKey(a.remoteAddress, a.remotePort, a.localPort);
+    if (this.byTuple.get(key) === a) this.byTuple.delete(key);
+    const l = this.owner.get(a);
+    if (l) {
+      l.associations--;
+      this.owner.delete(a);
+    }
+    this.release();
+  }
+
+  private sendRaw(packet: Buffer, port: number, address: string): void {
+    if (this.closed) return;
+    this.counters.datagramsOut++;
+    try {
+      this.socket.send(packet, port, address, this.onSendDone);
+    } catch {
+      this.counters.sendErrors++;
+    }
+  }
+
+  /** The guard and demultiplexer: one datagram in. Never throws. */
+  receive(msg: Buffer, address: string, port: number): void {
+    if (this.closed) return;
+    this.counters.datagramsIn++;
+    const p = parsePacket(msg);
+    if (p instanceof CodecError) {
+      this.refuse(p.reason);
+      return;
+    }
+    const a = this.byTag.get(p.vtag);
+    if (
+      a !== undefined &&
+      a.remoteAddress === address &&
+      a.remotePort === p.srcPort &&
+      a.localPort === p.dstPort
+    ) {
+      this.dispatch(a, p, port);
+      return;
+    }
+    try {
+      this.outOfTheBlue(p, address, port);
+    } catch (err) {
+      this.counters.exceptions++;
+      this.warn(`SCTP packet from ${address}:${port} failed: ${describe(err)}`);
+    }
+  }
+
+  private dispatch(a: Association, p: ParsedPacket, port: number): void {
+    try {
+      a.handle(p, port);
+    } catch (err) {
+      this.counters.exceptions++;
+      this.warn(
+        `SCTP association ${a.remoteAddress}:${a.remotePort} aborted after an internal error: ${describe(err)}`,
+      );
+      try {
+        a.fail('internal-error', describe(err));
+      } catch {
+        a.finish('internal-error', describe(err));
+      }
+    }
+  }
+
+  private refuse(reason: string): void {
+    this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + 1;
+  }
+
+  private outOfTheBlue(p: ParsedPacket, address: string, port: number): void {
+    const first = p.chunks[0] as RawChunk;
+    if (first.type === ChunkType.INIT) {
+      this.onInit(p, first, address, port);
+      return;
+    }
+    if (first.type === ChunkType.COOKIE_ECHO) {
+      this.onCookieEcho(p, first, address, port);
+      return;
+    }
+    // A T-bit ABORT or SHUTDOWN COMPLETE carries the tag the association sends with.
+    if (
+      (first.type === ChunkType.ABORT || first.type === ChunkType.SHUTDOWN_COMPLETE) &&
+      (first.flags & FLAG_T) !== 0
+    ) {
+      const a = this.byTuple.get(tupleKey(address, p.srcPort, p.dstPort));
+      if (a !== undefined && a.peerTag === p.vtag) {
+        this.dispatch(a, p, port);
+        return;
+      }
+    }
+    this.counters.outOfTheBlue++;
+    for (const c of p.chunks) {
+      if (c.type === ChunkType.ABORT || c.type === ChunkType.SHUTDOWN_COMPLETE) return;
+      if (c.type === ChunkType.ERROR || c.type === ChunkType.INIT) return;
+    }
+    if (first.type === ChunkType.SHUTDOWN_ACK) {
+      this.reply(
+        singleChunkPacket(p.dstPort, p.srcPort, p.vtag, ChunkType.SHUTDOWN_COMPLETE, FLAG_T),
+        port,
+        address,
+      );
+      return;
+    }
+    this.reply(
+      singleChunkPacket(p.dstPort, p.srcPort, p.vtag, ChunkType.ABORT, FLAG_T),
+      port,
+      address,
+    );
+  }
+
+  private onInit(p: ParsedPacket, c: RawChunk, address: string, port: number): void {
+    if (p.vtag !== 0 || p.chunks.length !== 1) {
+      this.refuse('bad-init-packet');
+      return;
+    }
+    const init = decodeInit(c);
+    if (init instanceof CodecError) {
+      this.refuse(init.reason);
+      return;
+    }
+    const l = this.portListeners.get(p.dstPort);
+    if (l === undefined) {
+      this.counters.outOfTheBlue++;
+      this.reply(
+        singleChunkPacket(p.dstPort, p.srcPort, init.initiateTag, ChunkType.ABORT, 0),
+        port,
+        address,
+      );
+      return;
+    }
+    const o = l.options;
+    const localTag = this.newTag();
+    const localInitialTsn = random32();
+    const cookie = this.signer.sign(
+      {
+        createdAt: Date.now(),
+        localTag,
+        peerTag: init.initiateTag,
+        localInitialTsn,
+        peerInitialTsn: init.initialTsn,
+        peerRwnd: init.aRwnd,
+        outboundStreams: Math.min(o.outboundStreams, init.inboundStreams),
+        inboundStreams: Math.min(o.inboundStreams, init.outboundStreams),
+        localPort: p.dstPort,
+        peerPort: p.srcPort,
+      },
+      address,
+    );
+    const w = new PacketWriter(256, p.dstPort, p.srcPort, init.initiateTag);
+    w.init(
+      ChunkType.INIT_ACK,
+      {
+        initiateTag: localTag,
+        aRwnd: o.receiveWindow,
+        outboundStreams: o.outboundStreams,
+        inboundStreams: o.inboundStreams,
+        initialTsn: localInitialTsn,
+      },
+      cookie,
+    );
+    if (this.reply(w.finish(), port, address)) this.counters.initsAnswered++;
+  }
+
+  private onCookieEcho(p: ParsedPacket, c: RawChunk, address: string, port: number): void {
+    const l = this.portListeners.get(p.dstPort);
+    if (l === undefined) {
+      this.counters.outOfTheBlue++;
+      this.reply(
+        singleChunkPacket(p.dstPort, p.srcPort, p.vtag, ChunkType.ABORT, FLAG_T),
+        port,
+        address,
+      );
+      return;
+    }
+    const v = this.signer.verify(c.value, address, Date.now(), l.options.cookieLifetime);
+    if (v === 'bad-cookie') {
+      this.counters.badCookies++;
+      return;
+    }
+    if (v === 'stale-cookie') {
+      this.counters.staleCookies++;
+      return;
+    }
+    if (
+      v.localTag !== p.vtag ||
+      v.localPort !== p.dstPort ||
+      v.peerPort !== p.srcPort ||
+      this.byTag.has(v.localTag)
+    ) {
+      this.counters.badCookies++;
+      return;
+    }
+    const old = this.byTuple.get(tupleKey(address, p.srcPort, p.dstPort));
+    if (old !== undefined)
+      old.finish('restart', 'the peer set up a new association on the same ports');
+    if (l.associations >= l.maxAssociations) {
+      this.counters.associationsRefused++;
+      this.warn(
+        `SCTP association from ${address}:${p.srcPort} refused: ${l.maxAssociations} associations on port ${p.dstPort}`,
+      );
+      const w = new PacketWriter(64, p.dstPort, p.srcPort, v.peerTag);
+      w.raw(ChunkType.ABORT, 0, encodeCause(CauseCode.OUT_OF_RESOURCE));
+      this.reply(w.finish(), port, address);
+      return;
+    }
+    const a = new Association({
+      host: this,
+      options: l.options,
+      overhead: overheadFor(address),
+      localAddress: this.localAddress,
+      localPort: p.dstPort,
+      localEncapsulationPort: this.localEncapsulationPort,
+      remoteAddress: address,
+      remotePort: p.srcPort,
+      remoteEncapsulationPort: port,
+      localTag: v.localTag,
+      localInitialTsn: v.localInitialTsn,
+      peer: {
+        peerTag: v.peerTag,
+        peerInitialTsn: v.peerInitialTsn,
+        peerRwnd: v.peerRwnd,
+        outboundStreams: v.outboundStreams,
+        inboundStreams: v.inboundStreams,
+      },
+    });
+    this.register(a);
+    l.associations++;
+    this.owner.set(a, l);
+    try {
+      l.accept(a);
+    } catch (err) {
+      this.counters.exceptions++;
+      this.warn(`SCTP listener on port ${p.dstPort} threw: ${describe(err)}`);
+      a.fail('internal-error', describe(err));
+      return;
+    }
+    // The COOKIE ECHO in `p` makes the association answer COOKIE ACK; bundled DATA follows.
+    this.dispatch(a, p, port);
+  }
+
+  /** Sends a reply made without an association, within the reply rate. */
+  private reply(packet: Buffer, port: number, address: string): boolean {
+    const now = this.timers.now();
+    this.tokens = Math.min(
+      this.replyRate,
+      this.tokens + ((now - this.tokensAt) * this.replyRate) / 1000,
+    );
+    this.tokensAt = now;
+    if (this.tokens < 1) {
+      this.counters.repliesLimited++;
+      return false;
+    }
+    this.tokens--;
+    this.sendRaw(packet, port, address);
+    return true;
+  }
+
+  private newTag(): number {
+    for (;;) {
+      const t = random32();
+      if (t !== 0 && !this.byTag.has(t)) return t;
+    }
+  }
+
+  private warn(message: string): void {
+    this.settings.onWarning?.(message);
+  }
+
+  /** Aborts every association (their ABORTs still go out) and closes the socket. */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    for (const a of [...this.byTag.values()]) a.abort('endpoint closed');
+    this.portListeners.clear();
+    this.closing = new Promise<void>((resolve) => {
+      setImmediate(() => {
+        this.closed = true;
+        try {
+          this.socket.close(() => resolve());
+        } catch {
+          resolve();
+        }
+      });
+    });
+    return this.closing;
+  }
+}
+
+/** IP + UDP header bytes for a peer address. */
+export function overheadFor(address: string): number {
+  return isIPv6(address) ? 48 : 28;
+}
+
+function tupleKey(address: string, remotePort: number, localPort: number): string {
+  return `${address}|${remotePort}|${localPort}`;
+}
+
+let pool = Buffer.alloc(0);
+let poolOff = 0;
+/** A random 32-bit number (tags, initial TSNs), from a refilled pool of crypto randomness. */
+export function random32(): number {
+  if (poolOff + 4 > pool.length) {
+    pool = randomBytes(1024);
+    poolOff = 0;
+  }
+  const v = pool.readUInt32BE(poolOff);
+  poolOff += 4;
+  return v;
+}
+
+/** A short, escaped description of a thrown value, for logs. */
+export function describe(err: unknown): string {
+  const s = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}...` : s);
+}

@@ -1,0 +1,176 @@
+/**
+ * The default {@link SctpEngine}: this package's TypeScript SCTP over RFC 6951 UDP encapsulation.
+ */
+import { isIPv6 } from 'node:net';
+import { EventEmitter } from 'eventemitter3';
+import type { Association } from './association.js';
+import type { EndpointListener, SctpEndpoint } from './endpoint.js';
+import { random32 } from './endpoint.js';
+import {
+  DEFAULT_ENCAPSULATION_PORT,
+  type SctpAssociation,
+  type SctpConnectOptions,
+  type SctpEngine,
+  type SctpListener,
+  type SctpListenerEvents,
+  type SctpListenOptions,
+} from './engine.js';
+import { SctpConnectError, SctpError } from './errors.js';
+import {
+  type ResolvedAssociationOptions,
+  resolveAssociationOptions,
+  type SctpAssociationOptions,
+} from './options.js';
+import { defaultTimers, type SctpTimers } from './timers.js';
+import { UdpEndpointPool } from './transport-udp.js';
+
+/** Options of the userspace engine. */
+export interface UserspaceSctpEngineOptions {
+  /** Clock and timers. Default: the event loop's. */
+  readonly timers?: SctpTimers;
+  /** Defaults for every association (each listen / connect may override). */
+  readonly association?: SctpAssociationOptions;
+  /** SO_RCVBUF / SO_SNDBUF per UDP socket. Default 4 MiB (the kernel may cap it). */
+  readonly udpBufferBytes?: number;
+  /** Replies without an association (INIT ACK, OOTB ABORT) per second per socket. Default 1000. */
+  readonly replyRate?: number;
+  /** Receives contained errors and refusals, already truncated and escaped. */
+  readonly onWarning?: (message: string) => void;
+}
+
+class Listener extends EventEmitter<SctpListenerEvents> implements SctpListener, EndpointListener {
+  associations = 0;
+  private closed = false;
+
+  constructor(
+    private readonly endpoint: SctpEndpoint,
+    readonly address: string,
+    readonly port: number,
+    readonly encapsulationPort: number,
+    readonly options: ResolvedAssociationOptions,
+    readonly maxAssociations: number,
+  ) {
+    super();
+  }
+
+  get associationCount(): number {
+    return this.associations;
+  }
+
+  accept(a: Association): void {
+    this.emit('association', a);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.endpoint.removePortListener(this.port, this);
+  }
+}
+
+/** Makes the default engine. */
+export function createUserspaceSctpEngine(options: UserspaceSctpEngineOptions = {}): SctpEngine {
+  return new UserspaceSctpEngine(options);
+}
+
+/** See the module comment. */
+export class UserspaceSctpEngine implements SctpEngine {
+  private readonly pool: UdpEndpointPool;
+  private readonly defaults: SctpAssociationOptions;
+
+  constructor(options: UserspaceSctpEngineOptions = {}) {
+    this.defaults = options.association ?? {};
+    this.pool = new UdpEndpointPool({
+      timers: options.timers ?? defaultTimers,
+      ...(options.udpBufferBytes !== undefined ? { udpBufferBytes: options.udpBufferBytes } : {}),
+      ...(options.replyRate !== undefined ? { replyRate: options.replyRate } : {}),
+      ...(options.onWarning ? { onWarning: options.onWarning } : {}),
+    });
+    resolveAssociationOptions(this.defaults);
+  }
+
+  private resolve(o: SctpAssociationOptions | undefined): ResolvedAssociationOptions {
+    return resolveAssociationOptions({ ...this.defaults, ...o });
+  }
+
+  async listen(o: SctpListenOptions): Promise<SctpListener> {
+    const opts = this.resolve(o.association);
+    const ep = await this.pool.acquire(
+      o.address,
+      o.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
+    );
+    try {
+      const port = o.port === 0 ? pickPort(ep) : o.port;
+      if (!Number.isInteger(port) || port < 1 || port > 65535)
+        throw new RangeError(`SCTP port ${port} is not within 1..65535`);
+      const l = new Listener(
+        ep,
+        o.address,
+        port,
+        ep.localEncapsulationPort,
+        opts,
+        o.maxAssociations ?? 1024,
+      );
+      if (!ep.addPortListener(port, l)) {
+        throw new SctpError(
+          'ERR_SCTP_PORT_IN_USE',
+          `SCTP port ${port} on ${o.address}:${ep.localEncapsulationPort} already has a listener`,
+        );
+      }
+      return l;
+    } finally {
+      ep.release();
+    }
+  }
+
+  async connect(o: SctpConnectOptions): Promise<SctpAssociation> {
+    o.signal?.throwIfAborted();
+    const target = `${o.address}:${o.port}`;
+    const opts = this.resolve(o.association);
+    const localAddress = o.localAddress ?? (isIPv6(o.address) ? '::' : '0.0.0.0');
+    const ep = await this.pool.acquire(localAddress, o.localEncapsulationPort ?? 0);
+    let a: Association;
+    try {
+      o.signal?.throwIfAborted();
+      const localPort = o.localPort ?? pickPort(ep);
+      a = ep.connect(
+        opts,
+        o.address,
+        o.port,
+        o.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
+        localPort,
+      );
+    } finally {
+      ep.release();
+    }
+    return new Promise<SctpAssociation>((resolve, reject) => {
+      const onAbort = (): void => {
+        a.abort('connect aborted');
+      };
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+      a.once('established', () => {
+        o.signal?.removeEventListener('abort', onAbort);
+        a.off('close', onClose);
+        resolve(a);
+      });
+      const onClose = (info: { detail: string }): void => {
+        o.signal?.removeEventListener('abort', onAbort);
+        if (o.signal?.aborted) reject(o.signal.reason);
+        else reject(new SctpConnectError(target, info.detail));
+      };
+      a.once('close', onClose);
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all((await this.pool.all()).map((ep) => ep.close()));
+  }
+}
+
+function pickPort(ep: SctpEndpoint): number {
+  for (let i = 0; i < 64; i++) {
+    const port = 49152 + (random32() % 16384);
+    if (!ep.portInUse(port)) return port;
+  }
+  throw new SctpError('ERR_SCTP_NO_PORT', 'no free SCTP port found in 49152..65535');
+}

@@ -1,0 +1,40 @@
+/**
+ * `@userspace-proxy/sctp`: an SCTP engine in TypeScript (RFC 9260 essentials) over RFC 6951 UDP
+ * encapsulation, behind the {@link SctpEngine} interface the proxy socket uses.
+ */
+export type {
+  AssociationState,
+  SctpAssociationCounters,
+  SctpAssociationEvents,
+  SctpCloseInfo,
+  SctpCloseReason,
+  SctpMessage,
+  SctpOutboundMessage,
+} from './association.js';
+export { crc32c, sctpChecksum, verifySctpChecksum } from './crc32c.js';
+export {
+  DEFAULT_ENCAPSULATION_PORT,
+  type SctpAssociation,
+  type SctpConnectOptions,
+  type SctpEngine,
+  type SctpListener,
+  type SctpListenerEvents,
+  type SctpListenOptions,
+} from './engine.js';
+export {
+  createUserspaceSctpEngine,
+  type UserspaceSctpEngineOptions,
+  UserspaceSctpEngine,
+} from './engine-userspace.js';
+export {
+  SctpAssociationError,
+  SctpConnectError,
+  SctpError,
+  SctpInvalidStreamError,
+  SctpLimitError,
+  SctpMessageSizeError,
+  SctpNotWritableError,
+  SctpSendBufferFullError,
+} from './errors.js';
+export { resolveAssociationOptions, type SctpAssociationOptions } from './options.js';
+export { defaultTimers, type SctpTimers, type TimerHandle } from './timers.js';
