@@ -13,6 +13,8 @@ export type LinkFilter = (packet: Buffer, from: 'a' | 'b') => Buffer | undefined
 class MemorySocket implements DatagramSocket {
   peer: SctpEndpoint | undefined;
   filter: LinkFilter | undefined;
+  /** Sees each packet synchronously when it is sent (timestamps under manual timers). */
+  tap: ((packet: Buffer) => void) | undefined;
   sent = 0;
   constructor(
     private readonly side: 'a' | 'b',
@@ -21,6 +23,7 @@ class MemorySocket implements DatagramSocket {
   ) {}
   send(msg: Buffer, _port: number, _address: string, cb?: (err: Error | null) => void): void {
     this.sent++;
+    this.tap?.(msg);
     const copy = Buffer.from(msg);
     setImmediate(() => {
       cb?.(null);
@@ -39,8 +42,16 @@ export interface MemoryLink {
   readonly a: SctpEndpoint;
   readonly b: SctpEndpoint;
   readonly accepted: Association[];
-  readonly socketA: { filter: LinkFilter | undefined; sent: number };
-  readonly socketB: { filter: LinkFilter | undefined; sent: number };
+  readonly socketA: {
+    filter: LinkFilter | undefined;
+    tap: ((p: Buffer) => void) | undefined;
+    sent: number;
+  };
+  readonly socketB: {
+    filter: LinkFilter | undefined;
+    tap: ((p: Buffer) => void) | undefined;
+    sent: number;
+  };
   connect(options?: SctpAssociationOptions): Association;
 }
 

@@ -1,0 +1,182 @@
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../../core/src/test-support/wait-for.js';
+import type { Association } from './association.js';
+import { ChunkType } from './chunk-types.js';
+import { manualTimers } from './test-support/manual-timers.js';
+import { memoryLink } from './test-support/memory-link.js';
+import { chunkTypes } from './test-support/udp-relay.js';
+
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/** Advances the manual clock in steps, letting packets (delivered on setImmediate) cross between steps. */
+async function run(
+  timers: { advance(ms: number): void },
+  totalMs: number,
+  stepMs = 50,
+): Promise<void> {
+  for (let t = 0; t < totalMs; t += stepMs) {
+    timers.advance(stepMs);
+    await tick();
+    await tick();
+  }
+}
+
+async function established(opts = {}) {
+  const timers = manualTimers();
+  const link = memoryLink(
+    {
+      rtoInitial: 100,
+      rtoMin: 100,
+      rtoMax: 800,
+      maxInitRetransmits: 4,
+      maxRetransmits: 3,
+      ...opts,
+    },
+    timers,
+  );
+  const client = link.connect();
+  await waitFor(
+    () => client.state === 'established' && link.accepted.length === 1,
+    2_000,
+    'established',
+  );
+  return { timers, link, client, server: link.accepted[0] as Association };
+}
+
+describe('association state machine (manual timers)', () => {
+  it('retransmits INIT with doubling T1 up to rtoMax, then fails connect', async () => {
+    const timers = manualTimers();
+    const link = memoryLink({ rtoInitial: 100, rtoMax: 400, maxInitRetransmits: 4 }, timers);
+    const sentAt: number[] = [];
+    link.socketA.tap = (p) => {
+      if (chunkTypes(p)[0] === ChunkType.INIT) sentAt.push(timers.now());
+    };
+    link.socketA.filter = () => undefined;
+    const a = link.connect();
+    let reason = '';
+    a.on('close', (i) => {
+      reason = i.reason;
+    });
+    await run(timers, 3000);
+    expect(sentAt).toEqual([0, 100, 300, 700, 1100]);
+    expect(reason).toBe('connect-failed');
+  });
+
+  it('retransmits on T3 with back-off, collapses cwnd, and fails after maxRetransmits', async () => {
+    const { timers, link, client } = await established();
+    const dataAt: number[] = [];
+    link.socketA.tap = (p) => {
+      if (chunkTypes(p).includes(ChunkType.DATA)) dataAt.push(timers.now());
+    };
+    link.socketA.filter = () => undefined;
+    const cwndBefore = client.cwnd;
+    client.send({ data: Buffer.alloc(100) });
+    await tick();
+    let info: Association['closeInfo'];
+    client.on('close', (i) => {
+      info = i;
+    });
+    await run(timers, 100);
+    expect(client.cwnd).toBeLessThan(cwndBefore);
+    await run(timers, 3000);
+    const t0 = dataAt[0] as number;
+    expect(dataAt.map((t) => t - t0)).toEqual([0, 100, 300, 700]);
+    expect(info?.reason).toBe('timeout');
+    expect(info?.unsentBytes).toBe(100);
+  });
+
+  it('applies receive backpressure: a paused receiver closes its window, resume reopens it', async () => {
+    const { client, server } = await established({ receiveWindow: 16 * 1024 });
+    const got: number[] = [];
+    server.on('message', (m) => got.push(m.data.length));
+    server.pause();
+    for (let i = 0; i < 40; i++) client.send({ data: Buffer.alloc(1000) });
+    await waitFor(
+      async () => {
+        await tick();
+        return server.queuedBytes >= 16 * 1000 && server.advertisedWindow() < 1000;
+      },
+      2_000,
+      'window closed',
+    );
+    const held = server.queuedBytes;
+    for (let i = 0; i < 20; i++) await tick();
+    expect(server.queuedBytes).toBeLessThanOrEqual(held + 1000);
+    expect(client.bufferedAmount).toBeGreaterThan(0);
+    expect(got).toHaveLength(0);
+    server.resume();
+    await waitFor(() => got.length === 40, 2_000, 'all delivered after resume');
+  });
+
+  it('reports send-side backpressure with false and drain, and refuses misuse with coded errors', async () => {
+    const { client } = await established({ sendHighWaterMark: 4096, maxMessageBytes: 8192 });
+    expect(() => client.send({ streamId: client.outboundStreams, data: Buffer.from('x') })).toThrow(
+      expect.objectContaining({ code: 'ERR_SCTP_INVALID_STREAM' }),
+    );
+    expect(() => client.send({ data: Buffer.alloc(0) })).toThrow(
+      expect.objectContaining({ code: 'ERR_SCTP_MESSAGE_SIZE' }),
+    );
+    expect(() => client.send({ data: Buffer.alloc(8193) })).toThrow(
+      expect.objectContaining({ code: 'ERR_SCTP_MESSAGE_SIZE' }),
+    );
+    expect(client.send({ data: Buffer.alloc(3000) })).toBe(true);
+    expect(client.send({ data: Buffer.alloc(3000) })).toBe(false);
+    expect(() => client.send({ data: Buffer.alloc(8000) })).toThrow(
+      expect.objectContaining({ code: 'ERR_SCTP_SEND_BUFFER_FULL' }),
+    );
+    await new Promise<void>((r) => client.once('drain', r));
+    client.abort('done');
+    expect(() => client.send({ data: Buffer.from('x') })).toThrow(
+      expect.objectContaining({ code: 'ERR_SCTP_NOT_WRITABLE' }),
+    );
+  });
+
+  it('closes on a peer ABORT with its cause as detail', async () => {
+    const { client, server } = await established();
+    const reason = new Promise<string>((r) =>
+      server.once('close', (i) => r(`${i.reason} ${i.detail}`)),
+    );
+    client.abort('going away');
+    expect(await reason).toBe('abort-remote peer sent ABORT (cause 12: "going away")');
+  });
+
+  it('shuts down gracefully from the server side too, after queued data is acknowledged', async () => {
+    const { client, server } = await established();
+    const got: number[] = [];
+    client.on('message', (m) => got.push(m.ppid));
+    for (let i = 0; i < 20; i++) server.send({ ppid: i, data: Buffer.alloc(2000) });
+    const reasons = Promise.all([
+      new Promise((r) => client.once('close', (i) => r(i.reason))),
+      new Promise((r) => server.once('close', (i) => r(i.reason))),
+    ]);
+    server.shutdown();
+    expect(await reasons).toEqual(['shutdown', 'shutdown']);
+    expect(got).toEqual(Array.from({ length: 20 }, (_, i) => i));
+  });
+});
+
+describe('out of the blue (RFC 9260 §8.4)', () => {
+  it('answers an INIT for a port without a listener with ABORT (T=0, the initiate tag)', async () => {
+    const timers = manualTimers();
+    const link = memoryLink({}, timers);
+    const replies: Buffer[] = [];
+    link.socketB.filter = (p) => {
+      replies.push(p);
+      return p;
+    };
+    const a = link.a.connect(
+      (await import('./options.js')).resolveAssociationOptions({}),
+      '10.0.0.2',
+      5999,
+      1002,
+      40100,
+    );
+    await waitFor(() => replies.length === 1, 2_000, 'reply');
+    const r = replies[0] as Buffer;
+    expect(chunkTypes(r)).toEqual([ChunkType.ABORT]);
+    expect(r[13]).toBe(0);
+    expect(r.readUInt32BE(4)).toBe(a.localTag);
+    await waitFor(() => a.state === 'closed', 2_000, 'client closed');
+    expect(a.closeInfo?.reason).toBe('connect-failed');
+  });
+});
