@@ -70,8 +70,12 @@ export class Sender {
   private fastRecoveryExit = 0;
   private readonly pending: OutChunk[] = [];
   private pendingHead = 0;
+  /** Sent, not yet cumulatively acked, in TSN order, from `inflightHead` (no splice per SACK). */
   private readonly inflight: OutChunk[] = [];
+  private inflightHead = 0;
   private markedCount = 0;
+  /** Chunks above the cumulative ack currently flagged as gap-acked (skip the gap pass when 0). */
+  private gapAckedCount = 0;
   private readonly nextSsn = new Map<number, number>();
 
   constructor(
@@ -91,7 +95,7 @@ export class Sender {
 
   /** True when nothing is queued or unacknowledged. */
   get idle(): boolean {
-    return this.pendingHead === this.pending.length && this.inflight.length === 0;
+    return this.pendingHead === this.pending.length && this.inflightHead === this.inflight.length;
   }
 
   /** True when chunks wait to be sent or resent. */
@@ -101,7 +105,7 @@ export class Sender {
 
   /** True while any chunk is unacknowledged. */
   get outstanding(): boolean {
-    return this.inflight.length > 0;
+    return this.inflightHead < this.inflight.length;
   }
 
   /** Splits one message into fragments and queues them (TSNs and the SSN assigned now). */
@@ -150,7 +154,8 @@ export class Sender {
     if (this.markedCount > 0) {
       let allowance = fastRtxBudget ? this.cfg.mtu : 0;
       let w = current();
-      for (const c of this.inflight) {
+      for (let i = this.inflightHead; i < this.inflight.length; i++) {
+        const c = this.inflight[i] as OutChunk;
         if (this.markedCount === 0) break;
         if (!c.marked) continue;
         const size = c.data.length + 16;
@@ -207,12 +212,14 @@ export class Sender {
     if (tsnLt(this.highestSent(), cum)) return undefined; // acks a TSN never sent: ignore the SACK.
     const advanced = cum !== this.lastCumAck;
     let bytesAcked = 0;
-    let n = 0;
     const inflight = this.inflight;
+    let n = this.inflightHead;
     while (n < inflight.length && tsnLte((inflight[n] as OutChunk).tsn, cum)) {
       const c = inflight[n] as OutChunk;
+      inflight[n] = undefined as unknown as OutChunk;
       if (c.inFlight) this.flightSize -= c.data.length;
       if (!c.acked) bytesAcked += c.data.length;
+      else this.gapAckedCount--;
       if (c.marked) this.markedCount--;
       this.bufferedBytes -= c.data.length;
       if (this.rttChunk === c) {
@@ -221,14 +228,23 @@ export class Sender {
       }
       n++;
     }
-    if (n > 0) inflight.splice(0, n);
+    this.inflightHead = n;
+    if (n === inflight.length) {
+      inflight.length = 0;
+      this.inflightHead = 0;
+    } else if (n > 4096 && n * 2 > inflight.length) {
+      inflight.splice(0, n);
+      this.inflightHead = 0;
+    }
     this.lastCumAck = cum;
     // Gap blocks: both lists are in TSN order, so one merge pass.
     const gaps = s.gapBlocks;
     let gi = 0;
     let highestNewlyAcked: number | undefined;
     let highestAcked: number | undefined;
-    for (const c of inflight) {
+    const gapPass = gaps.length > 0 || this.gapAckedCount > 0;
+    for (let i = this.inflightHead; gapPass && i < inflight.length; i++) {
+      const c = inflight[i] as OutChunk;
       const off = tsnDiff(cum, c.tsn);
       while (gi < gaps.length && (gaps[gi + 1] as number) < off) gi += 2;
       const inGap = gi < gaps.length && (gaps[gi] as number) <= off;
@@ -236,6 +252,7 @@ export class Sender {
         highestAcked = c.tsn;
         if (!c.acked) {
           c.acked = true;
+          this.gapAckedCount++;
           bytesAcked += c.data.length;
           highestNewlyAcked = c.tsn;
           if (c.inFlight) {
@@ -249,6 +266,7 @@ export class Sender {
         }
       } else if (c.acked) {
         c.acked = false; // the peer reneged: resend it.
+        this.gapAckedCount--;
         c.marked = true;
         this.markedCount++;
       }
@@ -256,7 +274,8 @@ export class Sender {
     let fastRetransmit = false;
     if (highestNewlyAcked !== undefined || (this.inFastRecovery && highestAcked !== undefined)) {
       const limit = highestNewlyAcked ?? (highestAcked as number);
-      for (const c of inflight) {
+      for (let i = this.inflightHead; i < inflight.length; i++) {
+        const c = inflight[i] as OutChunk;
         if (!tsnLt(c.tsn, limit)) break;
         if (c.acked || c.marked || c.fastRtx) continue;
         if (++c.missCount >= 3) {
@@ -303,7 +322,8 @@ export class Sender {
     this.partialBytesAcked = 0;
     this.inFastRecovery = false;
     this.rttChunk = undefined;
-    for (const c of this.inflight) {
+    for (let i = this.inflightHead; i < this.inflight.length; i++) {
+      const c = this.inflight[i] as OutChunk;
       if (c.inFlight) {
         c.inFlight = false;
         this.flightSize -= c.data.length;
@@ -321,8 +341,8 @@ export class Sender {
   }
 
   private highestSent(): number {
-    const last = this.inflight[this.inflight.length - 1];
-    return last === undefined ? this.lastCumAck : last.tsn;
+    if (this.inflightHead === this.inflight.length) return this.lastCumAck;
+    return (this.inflight[this.inflight.length - 1] as OutChunk).tsn;
   }
 
   /** RFC 9260 §6.3.1 RTO computation with α = 1/8, β = 1/4. */
@@ -343,7 +363,9 @@ export class Sender {
     this.pending.length = 0;
     this.pendingHead = 0;
     this.inflight.length = 0;
+    this.inflightHead = 0;
     this.markedCount = 0;
+    this.gapAckedCount = 0;
     this.bufferedBytes = 0;
     this.flightSize = 0;
     return lost;
