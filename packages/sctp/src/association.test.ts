@@ -155,6 +155,27 @@ describe('association state machine (manual timers)', () => {
   });
 });
 
+describe('heartbeats', () => {
+  it('are answered while the peer lives, and close an idle association whose peer went silent', async () => {
+    const { timers, link, client, server } = await established({
+      heartbeatInterval: 1000,
+      maxRetransmits: 2,
+    });
+    let beats = 0;
+    link.socketA.tap = (p) => {
+      if (chunkTypes(p).includes(ChunkType.HEARTBEAT)) beats++;
+    };
+    await run(timers, 5000);
+    expect(beats).toBeGreaterThanOrEqual(3);
+    expect(client.state).toBe('established');
+    expect(server.state).toBe('established');
+    link.socketB.filter = () => undefined; // the server goes silent
+    const info = new Promise<string>((r) => client.once('close', (i) => r(i.reason)));
+    await run(timers, 6000);
+    expect(await info).toBe('timeout');
+  });
+});
+
 describe('out of the blue (RFC 9260 §8.4)', () => {
   it('answers an INIT for a port without a listener with ABORT (T=0, the initiate tag)', async () => {
     const timers = manualTimers();

@@ -189,6 +189,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly t2: Timer;
   private readonly t3: Timer;
   private readonly sackTimer: Timer;
+  private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
   private readonly flushBound = (): void => this.flush();
 
@@ -214,9 +215,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       this.sackNow = true;
       this.flush();
     });
+    this.hbTimer = new Timer(timers, () => this.onHeartbeatTimer());
     if (p.peer) {
       this.setPeer(p.peer);
       this.state = 'established';
+      this.armHeartbeat();
     } else {
       this.state = 'cookie-wait';
     }
@@ -395,6 +398,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
           if (this.state !== 'cookie-wait') this.queueCtrl(ChunkType.HEARTBEAT_ACK, 0, c.value);
           break;
         case ChunkType.HEARTBEAT_ACK:
+          if (this.sender !== undefined && !this.sender.outstanding) this.errorCount = 0;
+          break;
         case ChunkType.INIT: // never valid with a non-zero tag
           break;
         case ChunkType.ABORT:
@@ -559,6 +564,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t1.stop();
     this.cookie = undefined;
     this.state = 'established';
+    this.armHeartbeat();
     this.emit('established');
   }
 
@@ -717,6 +723,33 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t3.start(sender.rto);
   }
 
+  private armHeartbeat(): void {
+    if (this.opt.heartbeatInterval > 0) this.hbTimer.start(this.opt.heartbeatInterval + this.rto);
+  }
+
+  /** HEARTBEAT while idle (RFC 9260 §8.3); while data is outstanding T3 watches the peer instead. */
+  private onHeartbeatTimer(): void {
+    if (this.isClosed) return;
+    const sender = this.sender as Sender;
+    if (!sender.outstanding) {
+      if (++this.errorCount > this.opt.maxRetransmits) {
+        this.fail(
+          'timeout',
+          `${this.opt.maxRetransmits} heartbeats unanswered`,
+          CauseCode.USER_INITIATED_ABORT,
+        );
+        return;
+      }
+      const info = Buffer.alloc(12);
+      info.writeUInt16BE(1, 0); // Heartbeat Info parameter
+      info.writeUInt16BE(12, 2);
+      info.writeDoubleBE(this.host.timers.now(), 4);
+      this.queueCtrl(ChunkType.HEARTBEAT, 0, info);
+      this.flush();
+    }
+    this.armHeartbeat();
+  }
+
   private progressShutdown(): void {
     const sender = this.sender;
     if (sender === undefined || !sender.idle) return;
@@ -839,6 +872,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t2.stop();
     this.t3.stop();
     this.sackTimer.stop();
+    this.hbTimer.stop();
     const unsentBytes = this.sender?.clear() ?? 0;
     this.queue.length = 0;
     this.queueHead = 0;

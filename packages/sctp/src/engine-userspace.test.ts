@@ -66,4 +66,65 @@ describe('userspace engine over UDP loopback', () => {
     server.shutdown();
     expect((await closed(client)).reason).toBe('shutdown');
   });
+
+  it('serves many associations on one port and one UDP socket, told apart by tags', async () => {
+    const address = randomLoopback();
+    const encapsulationPort = randomPort();
+    const listener = await engine().listen({ address, port: 5000, encapsulationPort });
+    listener.on('association', (a) => a.on('message', (m) => a.send(m)));
+    // One client engine: every association shares its one ephemeral UDP port.
+    const e = engine();
+    const clients = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        e.connect({ address, port: 5000, encapsulationPort, localAddress: '127.0.0.1' }),
+      ),
+    );
+    expect(new Set(clients.map((c) => c.localEncapsulationPort)).size).toBe(1);
+    const got = clients.map(collect);
+    clients.forEach((c, i) => c.send({ ppid: i, data: Buffer.from(`client ${i}`) }));
+    await waitFor(() => got.every((g) => g.length === 1), 5_000, 'every echo');
+    got.forEach((g, i) => expect(g[0]?.data.toString()).toBe(`client ${i}`));
+    expect(listener.associationCount).toBe(20);
+  });
+
+  it('fails fast connecting to a port nobody listens on, and refuses past maxAssociations', async () => {
+    const address = randomLoopback();
+    const encapsulationPort = randomPort();
+    const listener = await engine().listen({
+      address,
+      port: 5000,
+      encapsulationPort,
+      maxAssociations: 1,
+    });
+    const start = performance.now();
+    await expect(
+      engine().connect({ address, port: 5999, encapsulationPort, localAddress: '127.0.0.1' }),
+    ).rejects.toMatchObject({
+      code: 'ERR_SCTP_CONNECT',
+    });
+    expect(performance.now() - start).toBeLessThan(1000);
+    await engine().connect({ address, port: 5000, encapsulationPort, localAddress: '127.0.0.1' });
+    await expect(
+      engine().connect({ address, port: 5000, encapsulationPort, localAddress: '127.0.0.1' }),
+    ).rejects.toMatchObject({
+      code: 'ERR_SCTP_CONNECT',
+    });
+    expect(listener.associationCount).toBe(1);
+    await expect(
+      engine().listen({ address, port: 5000, encapsulationPort: randomPort() }),
+    ).resolves.toBeDefined();
+  });
+
+  it('aborts an attempt through its signal', async () => {
+    const ac = new AbortController();
+    const p = engine().connect({
+      address: randomLoopback(),
+      port: 5000,
+      encapsulationPort: randomPort(),
+      signal: ac.signal,
+      localAddress: '127.0.0.1',
+    });
+    ac.abort(new Error('gave up'));
+    await expect(p).rejects.toThrow('gave up');
+  });
 });

@@ -37,4 +37,10 @@ export {
   SctpSendBufferFullError,
 } from './errors.js';
 export { resolveAssociationOptions, type SctpAssociationOptions } from './options.js';
+export {
+  relayAssociations,
+  type SctpRelay,
+  type SctpRelayCounters,
+  type SctpRelayResult,
+} from './relay.js';
 export { defaultTimers, type SctpTimers, type TimerHandle } from './timers.js';

@@ -35,6 +35,11 @@ export interface SctpAssociationOptions {
   readonly maxOutOfOrder?: number;
   /** State Cookie lifetime, ms. Default 60000 (Valid.Cookie.Life). */
   readonly cookieLifetime?: number;
+  /**
+   * HEARTBEAT interval while nothing is outstanding, ms (plus the RTO); unanswered heartbeats count
+   * as timeouts, so a silent dead peer closes the association. 0 disables. Default 30000 (HB.interval).
+   */
+  readonly heartbeatInterval?: number;
 }
 
 /** Every option resolved. */
@@ -62,6 +67,7 @@ export function resolveAssociationOptions(
     inboundStreams: o.inboundStreams ?? 1024,
     maxOutOfOrder: o.maxOutOfOrder ?? 16384,
     cookieLifetime: o.cookieLifetime ?? 60_000,
+    heartbeatInterval: o.heartbeatInterval ?? 30_000,
   };
   for (const [k, v] of Object.entries(r)) {
     if (!Number.isFinite(v) || v < 0)
