@@ -81,9 +81,9 @@ describe('userspace engine over UDP loopback', () => {
     );
     expect(new Set(clients.map((c) => c.localEncapsulationPort)).size).toBe(1);
     const got = clients.map(collect);
-    clients.forEach((c, i) => c.send({ ppid: i, data: Buffer.from(`client ${i}`) }));
+    for (const [i, c] of clients.entries()) c.send({ ppid: i, data: Buffer.from(`client ${i}`) });
     await waitFor(() => got.every((g) => g.length === 1), 5_000, 'every echo');
-    got.forEach((g, i) => expect(g[0]?.data.toString()).toBe(`client ${i}`));
+    for (const [i, g] of got.entries()) expect(g[0]?.data.toString()).toBe(`client ${i}`);
     expect(listener.associationCount).toBe(20);
   });
 
