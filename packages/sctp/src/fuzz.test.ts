@@ -21,7 +21,12 @@ const TYPES = [
   191, 255,
 ];
 
-const ENDING = new Set<number>([ChunkType.ABORT, ChunkType.SHUTDOWN, ChunkType.SHUTDOWN_ACK, ChunkType.SHUTDOWN_COMPLETE]);
+const ENDING = new Set<number>([
+  ChunkType.ABORT,
+  ChunkType.SHUTDOWN,
+  ChunkType.SHUTDOWN_ACK,
+  ChunkType.SHUTDOWN_COMPLETE,
+]);
 
 describe('fuzz', () => {
   it(`survives ${COUNT} random and mutated packets (seed ${SEED})`, {
@@ -84,7 +89,8 @@ describe('fuzz', () => {
           c[0] = TYPES[int(TYPES.length)] as number;
           // Most ABORT / SHUTDOWN* chunks would just end the association (correctly): keep it alive
           // to reach deeper states.
-          if (ENDING.has(c[0] as number) && rand() < 0.95) c[0] = rand() < 0.5 ? ChunkType.DATA : ChunkType.SACK;
+          if (ENDING.has(c[0] as number) && rand() < 0.95)
+            c[0] = rand() < 0.5 ? ChunkType.DATA : ChunkType.SACK;
           c[1] = int(256);
           c.writeUInt16BE(rand() < 0.85 ? 4 + valueLen : int(0x10000), 2);
           for (let q = 4; q < 4 + valueLen; q++) c[q] = rand() < 0.5 ? 0 : int(256);

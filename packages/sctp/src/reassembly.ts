@@ -41,6 +41,12 @@ interface StreamState {
   readonly waiting: Map<number, InboundMessage>;
 }
 
+/**
+ * Bytes charged per held fragment or waiting message on top of its data, so a flood of one-byte
+ * chunks is bounded in entries (and real memory) too, not only in payload bytes.
+ */
+export const ENTRY_OVERHEAD = 64;
+
 /** Most gap blocks one SACK reports (they are offsets; more would not fit one packet safely). */
 export const MAX_GAP_BLOCKS = 128;
 /** Most duplicate TSNs one SACK reports. */
@@ -98,7 +104,7 @@ export class Receiver {
     if (windowClosed && !tsnLte(tsn, this.highestTsn)) return 'dropped';
     const whole =
       (c.flags & (DataFlags.BEGIN | DataFlags.END)) === (DataFlags.BEGIN | DataFlags.END);
-    if (this.heldBytes + queuedBytes + c.data.length > this.limits.maxHeldBytes) {
+    if (this.heldBytes + queuedBytes + c.data.length + ENTRY_OVERHEAD > this.limits.maxHeldBytes) {
       // Nothing can free memory if the next expected fragment does not fit and nothing is queued:
       // the message in progress is larger than this receiver can hold.
       return !whole && ahead === 1 && queuedBytes === 0 ? 'too-big' : 'dropped';
@@ -118,7 +124,7 @@ export class Receiver {
       return 'new';
     }
     this.fragments.set(tsn, c);
-    this.heldBytes += c.data.length;
+    this.heldBytes += c.data.length + ENTRY_OVERHEAD;
     return this.assemble(tsn, c);
   }
 
@@ -195,7 +201,7 @@ export class Receiver {
       parts.push(f.data);
       if (t === last) break;
     }
-    this.heldBytes -= bytes;
+    this.heldBytes -= bytes + parts.length * ENTRY_OVERHEAD;
     this.complete(
       {
         streamId: c.streamId,
@@ -221,7 +227,7 @@ export class Receiver {
     if (ssn !== s.nextSsn) {
       if (!s.waiting.has(ssn)) {
         s.waiting.set(ssn, m);
-        this.heldBytes += m.data.length;
+        this.heldBytes += m.data.length + ENTRY_OVERHEAD;
       }
       return;
     }
@@ -229,7 +235,7 @@ export class Receiver {
     s.nextSsn = (s.nextSsn + 1) & 0xffff;
     for (let w = s.waiting.get(s.nextSsn); w !== undefined; w = s.waiting.get(s.nextSsn)) {
       s.waiting.delete(s.nextSsn);
-      this.heldBytes -= w.data.length;
+      this.heldBytes -= w.data.length + ENTRY_OVERHEAD;
       this.deliver(w);
       s.nextSsn = (s.nextSsn + 1) & 0xffff;
     }

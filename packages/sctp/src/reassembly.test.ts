@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { DataFlags } from './chunk-types.js';
+import { ENTRY_OVERHEAD, type InboundMessage, Receiver } from './reassembly.js';
+
+const B = DataFlags.BEGIN;
+const E = DataFlags.END;
+const U = DataFlags.UNORDERED;
+
+function receiver(limits = { maxMessageBytes: 1 << 20, maxHeldBytes: 1 << 20, maxOutOfOrder: 64 }) {
+  const got: InboundMessage[] = [];
+  const r = new Receiver(1000, 4, limits, (m) => got.push(m));
+  const chunk = (tsn: number, flags: number, ssn: number, data: string, streamId = 0) => ({
+    flags,
+    tsn,
+    streamId,
+    ssn,
+    ppid: tsn,
+    data: Buffer.from(data),
+  });
+  return { r, got, chunk };
+}
+
+describe('Receiver', () => {
+  it('reassembles out-of-order fragments and delivers ordered messages by SSN, unordered at once', () => {
+    const { r, got, chunk } = receiver();
+    expect(r.receive(chunk(1002, E, 0, 'c'), false, 0)).toBe('new');
+    expect(r.receive(chunk(1003, B | E | U, 0, 'u'), false, 0)).toBe('new');
+    expect(got.map((m) => m.data.toString())).toEqual(['u']);
+    expect(r.gapBlocks()).toEqual([3, 4]);
+    expect(r.receive(chunk(1000, B, 0, 'a'), false, 0)).toBe('new');
+    expect(r.cumTsn).toBe(1000);
+    expect(r.gapBlocks()).toEqual([2, 3]);
+    expect(r.receive(chunk(1001, 0, 0, 'b'), false, 0)).toBe('new');
+    expect(r.cumTsn).toBe(1003);
+    expect(r.hasGaps).toBe(false);
+    expect(got.map((m) => m.data.toString())).toEqual(['u', 'abc']);
+    expect(r.heldBytes).toBe(0);
+  });
+
+  it('holds a later SSN until the earlier one completes, and reports duplicates', () => {
+    const { r, got, chunk } = receiver();
+    r.receive(chunk(1001, B | E, 1, 'second'), false, 0);
+    expect(got).toHaveLength(0);
+    expect(r.heldBytes).toBe(6 + ENTRY_OVERHEAD);
+    r.receive(chunk(1000, B | E, 0, 'first'), false, 0);
+    expect(got.map((m) => m.data.toString())).toEqual(['first', 'second']);
+    expect(r.receive(chunk(1000, B | E, 0, 'first'), false, 0)).toBe('duplicate');
+    expect(r.takeDuplicates()).toEqual([1000]);
+    expect(r.takeDuplicates()).toEqual([]);
+  });
+
+  it('bounds what it holds: drops beyond the limits, refuses TSNs too far ahead, flags an endless message', () => {
+    const { r, chunk } = receiver({ maxMessageBytes: 300, maxHeldBytes: 400, maxOutOfOrder: 4 });
+    expect(r.receive(chunk(1010, B | E, 0, 'far'), false, 0)).toBe('dropped');
+    expect(r.receive(chunk(1000, B, 0, 'x'.repeat(200)), false, 0)).toBe('new');
+    expect(r.receive(chunk(1001, 0, 0, 'y'.repeat(200)), false, 0)).toBe('too-big');
+    expect(r.receive(chunk(1001, B | E, 0, 'z'), false, 100)).toBe('dropped'); // 100 bytes wait for the user
+    expect(r.receive(chunk(1001, B | E, 0, 'z'), false, 0)).toBe('new');
+    expect(r.receive(chunk(1002, B | E, 1, 'w'), true, 0)).toBe('dropped'); // window closed: nothing new
+    expect(r.receive(chunk(1002, B | E, 0, 'v', 9), false, 0)).toBe('invalid-stream');
+  });
+});
