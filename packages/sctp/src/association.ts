@@ -694,7 +694,13 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private onT2(): void {
     if (this.state !== 'shutdown-sent' && this.state !== 'shutdown-ack-sent') return;
     if (++this.errorCount > this.opt.maxRetransmits) {
-      this.fail('timeout', 'no answer to SHUTDOWN', CauseCode.USER_INITIATED_ABORT);
+      if (this.state === 'shutdown-ack-sent') {
+        // Both sides' data was acknowledged (the peer's SHUTDOWN, our acked queue): only its
+        // SHUTDOWN COMPLETE is missing, so the association did end gracefully.
+        this.finish('shutdown', 'graceful shutdown (SHUTDOWN COMPLETE never arrived)');
+      } else {
+        this.fail('timeout', 'no answer to SHUTDOWN', CauseCode.USER_INITIATED_ABORT);
+      }
       return;
     }
     this.counters.timeouts++;

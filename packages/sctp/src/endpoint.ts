@@ -62,6 +62,12 @@ export interface EndpointSettings {
   readonly onWarning?: (message: string) => void;
   /** Called once the last listener and association are gone and the socket is closed. */
   readonly onIdle?: () => void;
+  /**
+   * How long an unused socket stays open, ms: it answers a late SHUTDOWN ACK of a closed
+   * association (its SHUTDOWN COMPLETE was lost) and is reused by a new listener or connect. The
+   * timer is unref'd. Default 3000.
+   */
+  readonly idleLingerMs?: number;
 }
 
 /** See the module comment. */
@@ -91,7 +97,7 @@ export class SctpEndpoint implements AssociationHost {
   private refs = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
-  private idleCheck: ReturnType<typeof setImmediate> | undefined;
+  private idleCheck: ReturnType<typeof setTimeout> | undefined;
   private readonly onSendDone = (err: Error | null): void => {
     if (err) this.counters.sendErrors++;
   };
@@ -117,7 +123,7 @@ export class SctpEndpoint implements AssociationHost {
   retain(): void {
     this.refs++;
     if (this.idleCheck !== undefined) {
-      clearImmediate(this.idleCheck);
+      clearTimeout(this.idleCheck);
       this.idleCheck = undefined;
     }
   }
@@ -125,13 +131,15 @@ export class SctpEndpoint implements AssociationHost {
   /** Drops a reference; the endpoint closes its socket when none is left. */
   release(): void {
     if (--this.refs > 0 || this.closed || this.idleCheck !== undefined) return;
-    // Deferred: the last packets (SHUTDOWN COMPLETE, ABORT) are still on their way out.
-    this.idleCheck = setImmediate(() => {
+    // Deferred: the last packets are still on their way out, and a peer whose SHUTDOWN COMPLETE
+    // was lost retransmits its SHUTDOWN ACK, to be answered out of the blue.
+    this.idleCheck = setTimeout(() => {
       this.idleCheck = undefined;
       if (this.refs > 0 || this.closed) return;
       this.settings.onIdle?.();
       void this.close();
-    });
+    }, this.settings.idleLingerMs ?? 3000);
+    this.idleCheck.unref?.();
   }
 
   /** Registers a listener on an SCTP port; false when the port already has one. */
@@ -466,6 +474,7 @@ export class SctpEndpoint implements AssociationHost {
   /** Aborts every association (their ABORTs still go out) and closes the socket. */
   close(): Promise<void> {
     if (this.closing) return this.closing;
+    if (this.idleCheck !== undefined) clearTimeout(this.idleCheck);
     for (const a of [...this.byTag.values()]) a.abort('endpoint closed');
     this.portListeners.clear();
     this.closing = new Promise<void>((resolve) => {
