@@ -49,6 +49,8 @@ export const ENTRY_OVERHEAD = 64;
 
 /** Most gap blocks one SACK reports (they are offsets; more would not fit one packet safely). */
 export const MAX_GAP_BLOCKS = 128;
+/** Most runs of out-of-order TSNs held (each a hole the peer must fill); more are dropped. */
+export const MAX_RUNS = 1024;
 /** Most duplicate TSNs one SACK reports. */
 export const MAX_DUP_REPORTS = 16;
 
@@ -60,7 +62,13 @@ export class Receiver {
   highestTsn: number;
   /** Bytes held in fragments and in ordered messages waiting for an earlier SSN. */
   heldBytes = 0;
-  private readonly outOfOrder: number[] = [];
+  /**
+   * TSNs received above the cumulative point, as runs: flat [start, end, start, end, ...] pairs in
+   * TSN order, never adjacent. Runs, not single TSNs, so a SACK's gap blocks and every lookup cost
+   * O(runs), not O(TSNs held).
+   */
+  private readonly runs: number[] = [];
+  private outOfOrderCount = 0;
   private readonly fragments = new Map<number, Fragment>();
   private readonly streams = new Map<number, StreamState>();
   private dups: number[] = [];
@@ -77,7 +85,7 @@ export class Receiver {
 
   /** True when a TSN above the cumulative point is missing (the SACK must go out at once). */
   get hasGaps(): boolean {
-    return this.outOfOrder.length > 0;
+    return this.runs.length > 0;
   }
 
   /** True when duplicates wait to be reported. */
@@ -97,8 +105,10 @@ export class Receiver {
     }
     const ahead = tsnDiff(this.cumTsn, tsn);
     if (
-      ahead > this.limits.maxOutOfOrder + 1 ||
-      this.outOfOrder.length >= this.limits.maxOutOfOrder
+      ahead !== 1 &&
+      (ahead > this.limits.maxOutOfOrder + 1 ||
+        this.outOfOrderCount >= this.limits.maxOutOfOrder ||
+        this.runs.length >= 2 * MAX_RUNS)
     )
       return 'dropped';
     if (windowClosed && !tsnLte(tsn, this.highestTsn)) return 'dropped';
@@ -128,43 +138,51 @@ export class Receiver {
     return this.assemble(tsn, c);
   }
 
-  private isOutOfOrder(tsn: number): boolean {
-    const a = this.outOfOrder;
-    const d = tsnDiff(this.cumTsn, tsn);
+  /** Index (of the pair) of the first run whose start is above `d` (offsets from the cumulative point). */
+  private runAfter(d: number): number {
+    const r = this.runs;
     let lo = 0;
-    let hi = a.length;
+    let hi = r.length >>> 1;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      const m = tsnDiff(this.cumTsn, a[mid] as number);
-      if (m === d) return true;
-      if (m < d) lo = mid + 1;
+      if (tsnDiff(this.cumTsn, r[2 * mid] as number) <= d) lo = mid + 1;
       else hi = mid;
     }
-    return false;
+    return lo;
+  }
+
+  private isOutOfOrder(tsn: number): boolean {
+    const d = tsnDiff(this.cumTsn, tsn);
+    const k = this.runAfter(d) - 1;
+    return k >= 0 && tsnDiff(this.cumTsn, this.runs[2 * k + 1] as number) >= d;
   }
 
   private markReceived(tsn: number, ahead: number): void {
     if (!tsnLte(tsn, this.highestTsn)) this.highestTsn = tsn;
+    const r = this.runs;
     if (ahead !== 1) {
-      const a = this.outOfOrder;
-      let lo = 0;
-      let hi = a.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (tsnDiff(this.cumTsn, a[mid] as number) < ahead) lo = mid + 1;
-        else hi = mid;
+      this.outOfOrderCount++;
+      const k = this.runAfter(ahead);
+      const joinPrev = k > 0 && tsnDiff(this.cumTsn, r[2 * k - 1] as number) + 1 === ahead;
+      const joinNext = 2 * k < r.length && tsnDiff(this.cumTsn, r[2 * k] as number) === ahead + 1;
+      if (joinPrev && joinNext) {
+        r[2 * k - 1] = r[2 * k + 1] as number;
+        r.splice(2 * k, 2);
+      } else if (joinPrev) {
+        r[2 * k - 1] = tsn;
+      } else if (joinNext) {
+        r[2 * k] = tsn;
+      } else {
+        r.splice(2 * k, 0, tsn, tsn);
       }
-      a.splice(lo, 0, tsn);
       return;
     }
     this.cumTsn = tsn;
-    const a = this.outOfOrder;
-    let n = 0;
-    while (n < a.length && a[n] === tsnAdd(this.cumTsn, 1)) {
-      this.cumTsn = a[n] as number;
-      n++;
+    if (r.length > 0 && r[0] === tsnAdd(tsn, 1)) {
+      this.outOfOrderCount -= tsnDiff(r[0] as number, r[1] as number) + 1;
+      this.cumTsn = r[1] as number;
+      r.splice(0, 2);
     }
-    if (n > 0) a.splice(0, n);
   }
 
   private assemble(tsn: number, c: Fragment): ReceiveResult {
@@ -244,16 +262,10 @@ export class Receiver {
   /** Gap ack blocks as start,end offset pairs from {@link cumTsn}, at most {@link MAX_GAP_BLOCKS}. */
   gapBlocks(): number[] {
     const out: number[] = [];
-    const a = this.outOfOrder;
-    let i = 0;
-    while (i < a.length && out.length < 2 * MAX_GAP_BLOCKS) {
-      const start = tsnDiff(this.cumTsn, a[i] as number);
-      let end = start;
-      i++;
-      while (i < a.length && tsnDiff(this.cumTsn, a[i] as number) === end + 1) {
-        end++;
-        i++;
-      }
+    const r = this.runs;
+    for (let i = 0; i < r.length && out.length < 2 * MAX_GAP_BLOCKS; i += 2) {
+      const start = tsnDiff(this.cumTsn, r[i] as number);
+      const end = tsnDiff(this.cumTsn, r[i + 1] as number);
       if (end > 0xffff) break;
       out.push(start, end);
     }
