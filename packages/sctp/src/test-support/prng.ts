@@ -1,14 +1,8 @@
-/** A small seeded PRNG (mulberry32) so fuzz and loss tests replay from a printed seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded randomness for fuzz and loss tests, so a run replays from its printed seed. */
+import { mulberry32 } from '@userspace-proxy/core';
+
+/** core's mulberry32 under the name the tests use. */
+export const prng = mulberry32;
 
 /** A seed from the environment variable `name`, or a fresh random one. */
 export function seedFrom(name: string): number {
