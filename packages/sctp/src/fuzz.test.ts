@@ -128,6 +128,12 @@ describe('fuzz', () => {
     try {
       for (let i = 0; i < COUNT; i++) {
         link.b.receive(packet(), '10.0.0.1', 1001);
+        if (process.env.SCTP_FUZZ_TRACE && i % 50_000 === 0) {
+          const heap = Math.round(process.memoryUsage().heapUsed / 1e6);
+          console.log(
+            `${i} ${Math.round(performance.now())} ms assocs ${link.b.associationCount}/${link.a.associationCount} restarts ${restarts} heap ${heap} MB`,
+          );
+        }
         if (i % 50 === 49) {
           // Microtasks (the associations' flushes) run here; the event loop only now and then,
           // because a yield costs a scheduling round on a loaded machine.
@@ -147,13 +153,19 @@ describe('fuzz', () => {
             const deadline = performance.now() + 5_000;
             while (client.state !== 'established' && performance.now() < deadline)
               await new Promise((r) => setImmediate(r));
-            expect(client.state).toBe('established');
+            if (client.state !== 'established')
+              throw new Error(`no new association: ${client.state}`);
             link.socketA.filter = () => undefined;
             link.socketB.filter = () => undefined;
           }
-          for (const s of link.accepted) {
-            expect((s as unknown as { queuedBytes: number }).queuedBytes).toBeLessThanOrEqual(
-              64 * 1024 + 256 * 1024,
+          // Plain checks on the live association only: this runs 20 000 times per million packets.
+          const live = link.accepted.at(-1);
+          if (
+            live &&
+            (live.queuedBytes > 64 * 1024 + 256 * 1024 || live.bufferedAmount > 2 << 20)
+          ) {
+            throw new Error(
+              `queues past their bounds: ${live.queuedBytes} queued, ${live.bufferedAmount} buffered`,
             );
           }
         }

@@ -5,7 +5,7 @@
  * (not acknowledged), so the sender retransmits it later instead of the receiver growing.
  */
 import { type DataChunk, DataFlags } from './chunk-types.js';
-import { tsnAdd, tsnDiff, tsnLte } from './serial.js';
+import { tsnAdd, tsnDiff, tsnLt, tsnLte } from './serial.js';
 
 /** A whole message handed to the user: boundaries, stream, PPID and the U bit kept. */
 export interface InboundMessage {
@@ -119,6 +119,7 @@ export class Receiver {
       // the message in progress is larger than this receiver can hold.
       return !whole && ahead === 1 && queuedBytes === 0 ? 'too-big' : 'dropped';
     }
+    const filledHole = tsnLt(tsn, this.highestTsn);
     this.markReceived(tsn, ahead);
     if (c.streamId >= this.inboundStreams) return 'invalid-stream';
     if (whole) {
@@ -135,6 +136,10 @@ export class Receiver {
     }
     this.fragments.set(tsn, c);
     this.heldBytes += c.data.length + ENTRY_OVERHEAD;
+    // A fragment arriving in order completes nothing unless it is the last one: walking the
+    // message only then keeps reassembly O(fragments), not O(fragments²) (or worse, for a peer
+    // that sends endless middle fragments).
+    if ((c.flags & DataFlags.END) === 0 && !filledHole) return 'new';
     return this.assemble(tsn, c);
   }
 

@@ -1,18 +1,31 @@
 /**
- * A quick throughput probe of the engine over UDP loopback, one direct association:
+ * A quick throughput probe of the engine over UDP loopback:
  * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/throughput.ts [seconds]`.
- * Prints messages/s at 100 B and MB/s at 64 KiB. Not part of the test suite.
+ * Prints messages/s at 100 B and MB/s at 64 KiB, for one direct association and through a relay
+ * (client → listener | relayAssociations | connect → server, all in this process). Not a test.
  */
 import { performance } from 'node:perf_hooks';
-import { createUserspaceSctpEngine, type SctpAssociation } from '../index.js';
+import {
+  createUserspaceSctpEngine,
+  relayAssociations,
+  type SctpAssociation,
+  type SctpEngine,
+} from '../index.js';
 import { randomLoopback, randomPort } from './loopback.js';
 
-async function measure(
-  size: number,
-  seconds: number,
-): Promise<{ messages: number; bytes: number; elapsed: number }> {
-  const server = createUserspaceSctpEngine();
-  const client = createUserspaceSctpEngine();
+interface Run {
+  messages: number;
+  bytes: number;
+  elapsed: number;
+}
+
+async function measure(size: number, seconds: number, relayed: boolean): Promise<Run> {
+  const engines: SctpEngine[] = [
+    createUserspaceSctpEngine(),
+    createUserspaceSctpEngine(),
+    createUserspaceSctpEngine(),
+  ];
+  const [server, client, proxy] = engines as [SctpEngine, SctpEngine, SctpEngine];
   const address = randomLoopback();
   const encapsulationPort = randomPort();
   const l = await server.listen({ address, port: 5000, encapsulationPort });
@@ -24,11 +37,32 @@ async function measure(
       bytes += m.data.length;
     }),
   );
+  let target = { address, encapsulationPort };
+  if (relayed) {
+    const proxyAddress = randomLoopback();
+    const proxyPort = randomPort();
+    const front = await proxy.listen({
+      address: proxyAddress,
+      port: 5000,
+      encapsulationPort: proxyPort,
+    });
+    front.on('association', async (c) => {
+      c.pause();
+      const e = await proxy.connect({
+        address,
+        port: 5000,
+        encapsulationPort,
+        localAddress: proxyAddress,
+      });
+      relayAssociations(c, e);
+      c.resume();
+    });
+    target = { address: proxyAddress, encapsulationPort: proxyPort };
+  }
   const a: SctpAssociation = await client.connect({
-    address,
+    ...target,
     port: 5000,
-    encapsulationPort,
-    localAddress: address,
+    localAddress: target.address,
   });
   const payload = Buffer.alloc(size, 1);
   const start = performance.now();
@@ -40,18 +74,19 @@ async function measure(
   }
   while (received < sent) await new Promise((r) => setImmediate(r));
   const elapsed = (performance.now() - start) / 1000;
-  if (process.env.SCTP_VERBOSE) console.log(a.counters, (a as unknown as { cwnd: number }).cwnd);
-  await client.close();
-  await server.close();
+  for (const e of engines) await e.close();
   return { messages: received, bytes, elapsed };
 }
 
 const seconds = Number(process.argv[2] ?? 3);
-const small = await measure(100, seconds);
-console.log(
-  `100 B: ${Math.round(small.messages / small.elapsed)} messages/s (${small.messages} in ${small.elapsed.toFixed(2)} s)`,
-);
-const big = await measure(64 * 1024, seconds);
-console.log(
-  `64 KiB: ${(big.bytes / big.elapsed / 1e6).toFixed(1)} MB/s (${big.messages} messages in ${big.elapsed.toFixed(2)} s)`,
-);
+for (const relayed of [false, true]) {
+  const how = relayed ? 'through a relay' : 'direct';
+  const small = await measure(100, seconds, relayed);
+  console.log(
+    `${how}, 100 B: ${Math.round(small.messages / small.elapsed)} messages/s (${small.messages} in ${small.elapsed.toFixed(2)} s)`,
+  );
+  const big = await measure(64 * 1024, seconds, relayed);
+  console.log(
+    `${how}, 64 KiB: ${(big.bytes / big.elapsed / 1e6).toFixed(1)} MB/s (${big.messages} messages in ${big.elapsed.toFixed(2)} s)`,
+  );
+}
