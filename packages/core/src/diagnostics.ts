@@ -1,5 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { Protocol } from './model.js';
+import type { Protocol } from './model/model.js';
 
 /**
  * Core publishes what happens on `node:diagnostics_channel` channels, which cost nothing when nobody

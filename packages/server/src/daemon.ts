@@ -8,8 +8,6 @@ import {
   EndpointSliceConfig,
   EndpointsConfig,
   type EventRecorder,
-  ExecConntrackCleaner,
-  IptablesPortalManager,
   type Logger,
   newProxier,
   type ObjectReference,
@@ -17,6 +15,7 @@ import {
   type ProxierOptions,
   ServiceConfig,
 } from '@userspace-proxy/core';
+import { ExecConntrackCleaner, IptablesPortalManager } from '@userspace-proxy/linux';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
 import { ConnectionTracker } from './drain.js';

@@ -1,7 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
 import { afterEach, expect, vi } from 'vitest';
-import type { ConntrackCleaner } from '../conntrack.js';
 import {
   CHANNELS,
   type ObjectRejectedMessage,
@@ -9,17 +8,18 @@ import {
   type SyncMessage,
 } from '../diagnostics.js';
 import { SocketOpenError } from '../errors.js';
-import { EmitterEventRecorder, type RecordedEvent } from '../event-recorder-emitter.js';
-import type { LoadBalancer } from '../load-balancer.js';
-import { RoundRobinLoadBalancer } from '../load-balancer-round-robin.js';
-import type { Addr, Endpoints, Protocol, Service } from '../model.js';
-import type { NetworkInterfacesFn } from '../node-port-addresses.js';
-import type { Portal, PortalManager } from '../portal-manager.js';
-import type { ProxierOptions } from '../proxier.js';
-import { newCustomProxier } from '../proxier-factory.js';
-import type { UserspaceProxier } from '../proxier-userspace.js';
-import type { ProxySocket, ProxySocketFactory } from '../proxy-socket.js';
-import type { ServiceInfo } from '../service-info.js';
+import type { ConntrackCleaner } from '../hooks/conntrack.js';
+import { EmitterEventRecorder, type RecordedEvent } from '../hooks/event-recorder-emitter.js';
+import type { Portal, PortalManager } from '../hooks/portal-manager.js';
+import type { LoadBalancer } from '../load-balancing/load-balancer.js';
+import { RoundRobinLoadBalancer } from '../load-balancing/load-balancer-round-robin.js';
+import type { Addr, Endpoints, Protocol, Service } from '../model/model.js';
+import type { ServiceInfo } from '../model/service-info.js';
+import type { NetworkInterfacesFn } from '../proxier/node-port-addresses.js';
+import type { ProxierOptions } from '../proxier/proxier.js';
+import { newCustomProxier } from '../proxier/proxier-factory.js';
+import type { UserspaceProxier } from '../proxier/proxier-userspace.js';
+import type { ProxySocket, ProxySocketFactory } from '../sockets/proxy-socket.js';
 import {
   startTcpServer,
   startUdpEchoServer,

@@ -6,7 +6,7 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { CHANNELS } from '../diagnostics.js';
-import { createProxySocketFactory } from '../proxy-socket-factory.js';
+import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
 import { FakeLoadBalancer } from './fake-load-balancer.js';
 import { fakeServiceInfo } from './fake-service-info.js';
 
