@@ -1,5 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { CHANNELS, type ObjectRejectedMessage, type Service } from '@userspace-proxy/core';
+import type { Service } from '@userspace-proxy/core';
+import { CHANNELS, type ObjectRejectedMessage } from '@userspace-proxy/core/diagnostics';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKubeInformer, type KubeInformerOptions } from './kube-informer.js';
 import { PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR } from './selectors.js';

@@ -19,7 +19,7 @@ import { endpointSlice, kubeConfigFor, node, service, until } from './test-suppo
 /** Sockets that bind nothing: which are open is what the Proxier decided. */
 class RecordedSockets {
   readonly open = new Map<string, ProxySocket>();
-  readonly make: ProxySocketFactory = async (protocol, ip, port) => {
+  readonly make: ProxySocketFactory = async ({ protocol, ip, port }) => {
     const key = `${protocol} ${ip ?? '*'}:${port}`;
     let end: () => void = () => undefined;
     const socket: ProxySocket = {

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { Portal } from '@userspace-proxy/core';
-import { joinHostPort, servicePortNameString } from '@userspace-proxy/core';
+import { servicePortNameString } from '@userspace-proxy/core';
+import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { type CommandResult, commandOutput, isCommandNotFound } from './command-runner.js';
 
 /**

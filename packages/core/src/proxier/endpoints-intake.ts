@@ -1,6 +1,5 @@
 import type { EndpointSliceHandler, EndpointsHandler } from '../config/handlers.js';
 import { EndpointSliceMerger } from '../load-balancing/endpoint-slice-merger.js';
-import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import type { Logger } from '../logger.js';
 import type { EndpointSlice, Endpoints } from '../model/model.js';
 import { splitObjectKey, tryObjectKey } from '../model/object-key.js';
@@ -33,12 +32,16 @@ const checkSlice = (obj: unknown) => validateEndpointSlice(obj, REUSE);
  * were validated there and are not checked or copied again.
  */
 export class EndpointsIntake implements EndpointsHandler, EndpointSliceHandler {
-  readonly #lb: LoadBalancer;
+  readonly #lb: EndpointsHandler;
   readonly #log: Logger;
   readonly #slices: EndpointSliceMerger;
   readonly #onSynced: () => void;
 
-  constructor(lb: LoadBalancer, log: Logger, onSynced: () => void) {
+  /**
+   * @param lb where endpoint lists go: the load balancer, or a handler that feeds it and then
+   * tells who listens (the Proxier passes its EndpointsNotifier's wrapper).
+   */
+  constructor(lb: EndpointsHandler, log: Logger, onSynced: () => void) {
     this.#lb = lb;
     this.#log = log;
     this.#slices = new EndpointSliceMerger(lb, { logger: log });

@@ -2,9 +2,15 @@ import { SocketOpenError } from '../errors.js';
 import type { EventRecorder, EventType } from '../hooks/event-recorder.js';
 import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import type { Logger } from '../logger.js';
+import { componentLogger } from '../logger.js';
 import type { ObjectReference } from '../model/model.js';
 import type { PortalAddress } from '../model/service-info.js';
-import type { ProxySocketFactory } from '../sockets/proxy-socket.js';
+import type {
+  ProxySocket,
+  ProxySocketContext,
+  ProxySocketFactory,
+} from '../sockets/proxy-socket.js';
+import type { EndpointsNotifier } from './endpoints-notifier.js';
 import { localAddresses, type NetworkInterfacesFn } from './node-port-addresses.js';
 import type { NodePortClaims } from './node-port-claims.js';
 import { ServiceInfoImpl } from './service-info-impl.js';
@@ -33,6 +39,16 @@ export interface ProxierContextInit {
   networkInterfaces: NetworkInterfacesFn;
   /** Node ports are served on these addresses; null is every address. */
   nodePortAddresses: readonly (string | null)[];
+  /** Where sockets subscribe to their Service port's endpoint changes. */
+  notifier: EndpointsNotifier;
+}
+
+/** What `Proxier.drain` resolves with. */
+export interface DrainResult {
+  /** Connections (held ones and UDP sessions included) still open when the drain ended. */
+  remaining: number;
+  /** True when the deadline passed before every connection had ended. */
+  timedOut: boolean;
 }
 
 /**
@@ -48,6 +64,12 @@ export class ProxierContext {
   readonly #makeProxySocket: ProxySocketFactory;
   readonly #recorder: EventRecorder;
   readonly #udpIdleTimeoutMs: number;
+  /** Where sockets subscribe to endpoint changes; the Proxier feeds the load balancer through it. */
+  readonly notifier: EndpointsNotifier;
+  /** Each open proxy's abort controller: aborted right before its socket closes. */
+  readonly #controllers = new Map<ServiceInfoImpl, AbortController>();
+  /** Sockets that are open, or closed but still carrying connections: what a drain waits for. */
+  readonly #live = new Set<ProxySocket>();
 
   constructor(init: ProxierContextInit) {
     this.log = init.log;
@@ -58,6 +80,7 @@ export class ProxierContext {
     this.#makeProxySocket = init.makeProxySocket;
     this.#recorder = init.recorder;
     this.#udpIdleTimeoutMs = init.udpIdleTimeoutMs;
+    this.notifier = init.notifier;
   }
 
   /** Records an event and logs it; a recorder that throws is logged, never propagated. */
@@ -83,10 +106,24 @@ export class ProxierContext {
     port: number,
     portal: PortalAddress,
   ): Promise<ServiceInfoImpl> {
-    let socket: Awaited<ReturnType<ProxySocketFactory>>;
+    const controller = new AbortController();
+    const notifier = this.notifier;
+    const context: ProxySocketContext = {
+      protocol: spec.protocol,
+      ip,
+      port,
+      servicePort: spec.name,
+      service: spec.service,
+      logger: componentLogger(this.log, spec.key),
+      signal: controller.signal,
+      loadBalancer: this.lb,
+      onEndpointsChanged: (listener) => notifier.subscribe(spec.name, listener, controller.signal),
+    };
+    let socket: ProxySocket;
     try {
-      socket = await this.#makeProxySocket(spec.protocol, ip, port);
+      socket = await this.#makeProxySocket(context);
     } catch (cause) {
+      controller.abort();
       const where = `${ip ?? '*'}:${port}/${spec.protocol}`;
       throw cause instanceof SocketOpenError
         ? cause
@@ -108,11 +145,14 @@ export class ProxierContext {
       });
     } catch (cause) {
       // A custom socket whose addr() throws: do not leak it.
+      controller.abort();
       await socket.close().catch(() => undefined);
       throw new SocketOpenError(`proxy socket for ${spec.key}`, { cause });
     }
     this.log.debug(`proxying ${spec.key} on ${ip ?? '*'}:${port} (socket port ${info.proxyPort})`);
-    const loop = (async () => socket.proxyLoop(spec.name, info, this.lb))();
+    this.#controllers.set(info, controller);
+    this.#live.add(socket);
+    const loop = (async () => socket.proxyLoop(info))();
     loop.then(
       () => {
         if (info.isAlive()) this.log.warn(`the proxy loop of ${spec.key} ended while serving`);
@@ -128,12 +168,61 @@ export class ProxierContext {
    */
   async closeProxy(info: ServiceInfoImpl, what: string): Promise<void> {
     info.stop();
+    this.#controllers.get(info)?.abort();
+    this.#controllers.delete(info);
+    const socket = info.socket;
     try {
-      await info.socket.close();
+      await socket.close();
     } catch (error) {
       this.log.error(`closing the proxy socket of ${what} failed`, error);
     }
+    this.#forgetWhenIdle(socket);
     info.setFinished();
+  }
+
+  /**
+   * Stops accepting on every socket; resolves with the connections they still carry. The sockets
+   * stay the modes' to release (`shutdown`).
+   */
+  async stopAccepting(): Promise<number> {
+    const sockets = [...this.#live];
+    await Promise.all(
+      sockets.map((socket) =>
+        socket.close().catch((error: unknown) => this.log.error('closing a socket failed', error)),
+      ),
+    );
+    return openConnections(sockets);
+  }
+
+  /** Waits until every socket's connections have ended, or `deadlineMs` has passed. */
+  async waitIdle(deadlineMs: number): Promise<DrainResult> {
+    const sockets = [...this.#live];
+    const waits = sockets.map((socket) => socket.idle?.() ?? Promise.resolve());
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), Math.max(0, deadlineMs));
+    });
+    const outcome = await Promise.race([Promise.all(waits).then(() => 'idle' as const), deadline]);
+    clearTimeout(timer);
+    const remaining = openConnections(sockets);
+    return { remaining, timedOut: outcome === 'timeout' && remaining > 0 };
+  }
+
+  /** Every socket still carrying connections, closed or not. */
+  liveSockets(): readonly ProxySocket[] {
+    return [...this.#live];
+  }
+
+  #forgetWhenIdle(socket: ProxySocket): void {
+    const idle = socket.idle?.();
+    if (idle === undefined) {
+      this.#live.delete(socket);
+      return;
+    }
+    idle.then(
+      () => this.#live.delete(socket),
+      () => this.#live.delete(socket),
+    );
   }
 }
 
@@ -185,4 +274,10 @@ export class SyncRun {
   standingConflicts(): { ref: ObjectReference; message: string }[] {
     return this.#conflicts.filter((c) => c.stillRefused());
   }
+}
+
+function openConnections(sockets: readonly ProxySocket[]): number {
+  let open = 0;
+  for (const socket of sockets) open += socket.activeConnections?.() ?? 0;
+  return open;
 }

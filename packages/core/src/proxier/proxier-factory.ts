@@ -11,6 +11,7 @@ import { newPortAllocator } from '../ports/port-allocator.js';
 import { parsePortRange } from '../ports/port-range.js';
 import type { ProxySocketFactory } from '../sockets/proxy-socket.js';
 import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
+import { EndpointsNotifier } from './endpoints-notifier.js';
 import type { ModeEntry, ServicePortMode } from './mode.js';
 import { PortalMode } from './mode-per-address.js';
 import { RedirectMode } from './mode-redirect.js';
@@ -114,9 +115,12 @@ export async function newCustomProxier(
   const portRange = parsePortRange(opts.portRange ?? DEFAULT_PROXIER_OPTIONS.portRange);
 
   const log = componentLogger(opts.logger, 'proxier');
+  const lb =
+    opts.loadBalancer ?? new RoundRobinLoadBalancer(opts.logger ? { logger: opts.logger } : {});
   const ctx = new ProxierContext({
     log,
-    lb: opts.loadBalancer ?? new RoundRobinLoadBalancer(opts.logger ? { logger: opts.logger } : {}),
+    lb,
+    notifier: new EndpointsNotifier(lb, log),
     makeProxySocket,
     claims: new NodePortClaims(),
     recorder: opts.recorder ?? new EmitterEventRecorder(),

@@ -12,7 +12,12 @@ import { BoundedFrequencyRunner } from './bounded-frequency-runner.js';
 import { EndpointsIntake, guarded } from './endpoints-intake.js';
 import { MAX_RETRIES_PER_SYNC, type ModeEntry, type ServicePortMode } from './mode.js';
 import type { Proxier, ProxyMode } from './proxier.js';
-import { PROXIER_EVENT_REASONS, type ProxierContext, SyncRun } from './proxier-context.js';
+import {
+  type DrainResult,
+  PROXIER_EVENT_REASONS,
+  type ProxierContext,
+  SyncRun,
+} from './proxier-context.js';
 import { ServiceChangeTracker } from './service-change-tracker.js';
 import { type ServicePortSpec, servicePortSpecs } from './service-port-spec.js';
 
@@ -71,6 +76,7 @@ export class UserspaceProxier implements Proxier {
   #firstSyncDone = false;
   #syncing: Promise<void> = Promise.resolve();
   #shutdown: Promise<void> | undefined;
+  #drain: Promise<DrainResult> | undefined;
 
   constructor(config: UserspaceProxierConfig) {
     this.#ctx = config.ctx;
@@ -79,7 +85,9 @@ export class UserspaceProxier implements Proxier {
     this.#mode = config.mode;
     this.#conntrack = config.conntrack;
     this.#now = config.now;
-    this.#endpoints = new EndpointsIntake(this.#lb, this.#log, () => this.#endpointsReady());
+    this.#endpoints = new EndpointsIntake(config.ctx.notifier.wrap(this.#lb), this.#log, () =>
+      this.#endpointsReady(),
+    );
     this.#runner = new BoundedFrequencyRunner({
       name: SYNC_RUNNER_NAME,
       fn: () => this.#runSync(),
@@ -189,6 +197,26 @@ export class UserspaceProxier implements Proxier {
   /** How many Services have a change waiting for a sync; for inspection and tests. */
   pendingChanges(): number {
     return this.#tracker.size;
+  }
+
+  drain(deadlineMs: number): Promise<DrainResult> {
+    this.#drain ??= (async () => {
+      // No sync may open a socket again: draining is the first half of a shutdown.
+      this.#stop.abort();
+      await this.#syncing;
+      const open = await this.#ctx.stopAccepting();
+      this.#log.info(
+        `stopped accepting; waiting up to ${deadlineMs} ms for ${open} connection(s) to finish`,
+      );
+      const result = await this.#ctx.waitIdle(deadlineMs);
+      this.#log.info(
+        result.timedOut
+          ? `drain deadline passed with ${result.remaining} connections open`
+          : 'drained: every connection has ended',
+      );
+      return result;
+    })();
+    return this.#drain;
   }
 
   shutdown(): Promise<void> {

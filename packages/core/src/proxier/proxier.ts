@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js';
 import type { ServiceInfo } from '../model/service-info.js';
 import type { ServicePortName } from '../model/service-port-name.js';
 import type { ProxySocketOptions } from '../sockets/proxy-socket-options.js';
+import type { DrainResult } from './proxier-context.js';
 
 /**
  * How traffic reaches a proxy socket.
@@ -70,6 +71,17 @@ export interface Proxier extends ServiceHandler, EndpointsHandler, EndpointSlice
   serviceInfos(): ServiceInfo[];
   /** True once Services and endpoints have both synced and a first sync has run. */
   isInitialized(): boolean;
+  /** How many Services have a change waiting for a sync: what a status page or a test waits on. */
+  pendingChanges(): number;
+  /** The capture mode this Proxier runs: what an embedder's status page or health check reports. */
+  readonly mode: ProxyMode;
+  /**
+   * The first half of a graceful stop: no sync runs again, every proxy socket stops accepting, and
+   * the promise resolves when every connection they carry (held ones and UDP sessions included)
+   * has ended, or once `deadlineMs` has passed, with what is still open. Portals and ports stay
+   * until `shutdown`. Idempotent: later calls get the first call's result.
+   */
+  drain(deadlineMs: number): Promise<DrainResult>;
   /** Stops every proxy socket, closes portals, releases ports; established TCP connections carry on. */
   shutdown(): Promise<void>;
 }

@@ -42,6 +42,7 @@ describe('servicePortSpecs', () => {
       name: { namespace: 'ns', name: 's', port: 'p', protocol: 'TCP' },
       key: 'ns/s:p',
       serviceRef: { kind: 'Service', apiVersion: 'v1', namespace: 'ns', name: 's', uid: 'u1' },
+      service: expect.objectContaining({ metadata: expect.objectContaining({ name: 's' }) }),
       protocol: 'TCP',
       port: 80,
       nodePort: 30080,

@@ -21,6 +21,8 @@ export interface ServicePortSpec {
   readonly key: string;
   /** The Service, for events. */
   readonly serviceRef: ObjectReference;
+  /** The validated Service itself, handed to proxy sockets (annotations included). */
+  readonly service: Service;
   /** The Service port's protocol. */
   readonly protocol: Protocol;
   /** The Service port: what clients connect to on the cluster, external and load-balancer IPs. */
@@ -89,6 +91,7 @@ export function servicePortSpecs(service: Service): ServicePortSpec[] {
       name: portName,
       key,
       serviceRef,
+      service,
       protocol,
       port: port.port,
       nodePort: port.nodePort ?? 0,

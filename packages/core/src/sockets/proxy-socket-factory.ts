@@ -1,8 +1,8 @@
 import type dgram from 'node:dgram';
 import net from 'node:net';
 import { SocketOpenError, UnsupportedProtocolError } from '../errors.js';
-import type { Logger } from '../logger.js';
 import { joinHostPort } from '../model/service-port-name.js';
+import type { AcceptPolicyFactory } from './accept-policy.js';
 import type { ProxySocket, ProxySocketFactory } from './proxy-socket.js';
 import { type ProxySocketOptions, resolveProxySocketOptions } from './proxy-socket-options.js';
 import { TcpProxySocket } from './proxy-socket-tcp.js';
@@ -10,8 +10,11 @@ import { UdpProxySocket } from './proxy-socket-udp.js';
 
 /** Options of {@link createProxySocketFactory}. */
 export interface ProxySocketFactoryOptions extends ProxySocketOptions {
-  /** tslog-compatible; default silent. */
-  logger?: Logger;
+  /**
+   * TCP: the accept policy of every socket (proxy now, hold, or refuse per connection), made once
+   * per socket from its context. Default: proxy every connection.
+   */
+  acceptPolicy?: AcceptPolicyFactory;
   /**
    * How the TCP socket dials an endpoint; it must pass the given options on (they carry keep-alive,
    * no-delay and the relay's read buffers). Default `net.connect`. For tests (a blackholed
@@ -24,8 +27,9 @@ export interface ProxySocketFactoryOptions extends ProxySocketOptions {
 
 /**
  * Makes the factory of the default proxy sockets: TCP through `node:net`, UDP through `node:dgram`
- * (udp4 or udp6 by the family of `ip`; all addresses when `ip` is null). The protocol is matched
- * case-insensitively, as in the reference. Every socket of one factory shares its options.
+ * (udp4 or udp6 by the family of the context's `ip`; all addresses when it is null). The protocol
+ * is matched case-insensitively, as in the reference. Every socket of one factory shares its
+ * options; each gets the logger, load balancer and Service port of its own context.
  *
  * The returned factory rejects with UnsupportedProtocolError for SCTP (whose message points at
  * `@userspace-proxy/sctp`) and anything else unknown, and with SocketOpenError naming
@@ -41,7 +45,8 @@ export function createProxySocketFactory(opts: ProxySocketFactoryOptions = {}): 
     ...opts,
     ...(opts.createUdpSocket ? { createSocket: opts.createUdpSocket } : {}),
   };
-  return async (protocol, ip, port): Promise<ProxySocket> => {
+  return async (context): Promise<ProxySocket> => {
+    const { protocol, ip, port } = context;
     const proto = String(protocol).toUpperCase();
     if (proto !== 'TCP' && proto !== 'UDP') {
       throw new UnsupportedProtocolError(proto === 'SCTP' ? proto : String(protocol));
@@ -55,8 +60,8 @@ export function createProxySocketFactory(opts: ProxySocketFactoryOptions = {}): 
     }
     try {
       return proto === 'TCP'
-        ? await TcpProxySocket.open(ip, port, tcpOptions)
-        : await UdpProxySocket.open(ip, port, udpOptions);
+        ? await TcpProxySocket.open(context, tcpOptions)
+        : await UdpProxySocket.open(context, udpOptions);
     } catch (error) {
       throw new SocketOpenError(what, { cause: error });
     }

@@ -29,6 +29,12 @@ export interface ProxySocketOptions {
    * buffer of {@link DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES}.
    */
   udpBufferBytes?: number;
+  /**
+   * TCP: bytes read at most from a client an accept policy holds; beyond them the client is no
+   * longer read (TCP backpressure) until it is handed over. Reading them is what notices a client
+   * that gives up while held. Default 65 536.
+   */
+  holdBufferBytes?: number;
 }
 
 /**
@@ -52,6 +58,7 @@ export const DEFAULT_PROXY_SOCKET_OPTIONS = {
   acceptBackoffMs: 50,
   maxUdpSessions: 4096,
   udpBufferBytes: 0,
+  holdBufferBytes: 65_536,
 } as const satisfies Required<ProxySocketOptions>;
 
 /** {@link ProxySocketOptions} with every default filled in, as the default sockets use them. */
@@ -112,5 +119,6 @@ export function resolveProxySocketOptions(
     ),
     maxUdpSessions,
     udpBufferBytes: count('udpBufferBytes', opts.udpBufferBytes, d.udpBufferBytes),
+    holdBufferBytes: Math.max(1, count('holdBufferBytes', opts.holdBufferBytes, d.holdBufferBytes)),
   };
 }

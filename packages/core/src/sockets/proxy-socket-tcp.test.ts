@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CHANNELS, type ConnectionCloseMessage, type RefusedMessage } from '../diagnostics.js';
@@ -8,6 +7,8 @@ import { startTcpServer, type TcpTestServer } from '../test-support/echo-servers
 import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
 import { type FakeServiceInfo, fakeServiceInfo } from '../test-support/fake-service-info.js';
 import { connectTcp, readBytes, readToEnd } from '../test-support/net-clients.js';
+import { recordChannel } from '../test-support/record-channel.js';
+import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
 import { TcpProxySocket, type TcpProxySocketOptions } from './proxy-socket-tcp.js';
 
@@ -22,13 +23,7 @@ afterEach(async () => {
 });
 
 function record<T>(channel: string): T[] {
-  const messages: T[] = [];
-  const listener = (message: unknown): void => {
-    messages.push(message as T);
-  };
-  diagnosticsChannel.subscribe(channel, listener);
-  cleanup.push(() => diagnosticsChannel.unsubscribe(channel, listener));
-  return messages;
+  return recordChannel<T>(channel, (fn) => cleanup.push(fn));
 }
 
 async function server(onConnection?: (socket: net.Socket) => void): Promise<TcpTestServer> {
@@ -49,11 +44,14 @@ async function proxy(
   info: FakeServiceInfo;
   loop?: Promise<void>;
 }> {
-  const socket = await TcpProxySocket.open(HOST, 0, opts);
-  cleanup.push(() => socket.close());
   const lb = new FakeLoadBalancer({ [KEY]: endpoints });
+  const socket = await TcpProxySocket.open(
+    contextFor('TCP', HOST, 0, { lb, servicePort: svc }),
+    opts,
+  );
+  cleanup.push(() => socket.close());
   const info = fakeServiceInfo();
-  const loop = serve ? socket.proxyLoop(svc, info, lb) : undefined;
+  const loop = serve ? socket.proxyLoop(info) : undefined;
   return loop ? { socket, lb, info, loop } : { socket, lb, info };
 }
 
@@ -99,7 +97,7 @@ describe('TcpProxySocket', () => {
       bytesOut: 5,
     });
     expect(closed[0]?.durationMs).toBeGreaterThanOrEqual(0);
-    await waitFor(() => socket.activeConnections === 0, 5_000, 'connection count back to 0');
+    await waitFor(() => socket.activeConnections() === 0, 5_000, 'connection count back to 0');
   });
 
   it('carries large transfers intact in both directions at once', async () => {
@@ -155,7 +153,7 @@ describe('TcpProxySocket', () => {
     c.end('not blocked');
     expect((await result).data.toString()).toBe('not blocked');
     expect(stuck.destroyed).toBe(false);
-    expect(socket.activeConnections).toBe(1);
+    expect(socket.activeConnections()).toBe(1);
   });
 
   it('closes a client at once when the Service has no endpoints', async () => {
@@ -166,7 +164,7 @@ describe('TcpProxySocket', () => {
     expect(data.length).toBe(0);
     expect(ended).toBe('end');
     expect(refused).toEqual([{ service: KEY, protocol: 'TCP', reason: 'no-endpoints' }]);
-    expect(socket.activeConnections).toBe(0);
+    expect(socket.activeConnections()).toBe(0);
   });
 
   it('retries on the next endpoint with affinity reset, and closes the client when all fail', async () => {
@@ -237,7 +235,7 @@ describe('TcpProxySocket', () => {
     const { data, ended } = await readToEnd(c);
     expect([data.toString(), ended]).toEqual(['bye', 'end']);
     // The client never ends its side either; the proxy must clean up on its own.
-    await waitFor(() => socket.activeConnections === 0, 5_000, 'connection released');
+    await waitFor(() => socket.activeConnections() === 0, 5_000, 'connection released');
     await waitFor(() => backendSockets[0]?.destroyed, 5_000, 'backend reset');
     // The client's read side is already done, so it only learns of the reset when it writes.
     const failed = new Promise((resolve) => c.once('error', resolve));
@@ -267,7 +265,7 @@ describe('TcpProxySocket', () => {
     const { ended } = await backendEnd;
     expect(['ECONNRESET', 'end', 'close']).toContain(ended);
     await waitFor(() => backendSockets[1]?.destroyed, 5_000, 'backend leg torn down');
-    await waitFor(() => socket.activeConnections === 0, 5_000, 'connections released');
+    await waitFor(() => socket.activeConnections() === 0, 5_000, 'connections released');
   });
 
   it('closes connections idle in both directions after idleTimeoutMs', async () => {
@@ -299,7 +297,7 @@ describe('TcpProxySocket', () => {
     expect((await readToEnd(third)).data.length).toBe(0);
     expect(refused).toEqual([{ service: KEY, protocol: 'TCP', reason: 'connection-limit' }]);
     a.end();
-    await waitFor(() => socket.activeConnections === 1, 5_000, 'a slot freed');
+    await waitFor(() => socket.activeConnections() === 1, 5_000, 'a slot freed');
     const fourth = await client(socket);
     fourth.write('y');
     expect((await readBytes(fourth, 1)).toString()).toBe('y');
@@ -323,11 +321,11 @@ describe('TcpProxySocket', () => {
 
   it('holds connections accepted before proxyLoop and serves them once it starts', async () => {
     const echo = await server();
-    const { socket, lb, info } = await proxy([echo.endpoint], {}, false);
+    const { socket, info } = await proxy([echo.endpoint], {}, false);
     const c = await client(socket);
     c.write('early');
-    await waitFor(() => socket.activeConnections === 0, 1_000, 'held, not served');
-    const loop = socket.proxyLoop(svc, info, lb);
+    await waitFor(() => socket.activeConnections() === 0, 1_000, 'held, not served');
+    const loop = socket.proxyLoop(info);
     expect((await readBytes(c, 5)).toString()).toBe('early');
     await socket.close();
     await loop;

@@ -5,32 +5,33 @@ import {
   type ConnectionOpenMessage,
   channels,
   type RefusedMessage,
+  type RelayReadPath,
 } from '../diagnostics.js';
-import { EndpointDialError, MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
-import type { LoadBalancer } from '../load-balancing/load-balancer.js';
-import { componentLogger, type Logger } from '../logger.js';
 import type { Addr } from '../model/model.js';
 import type { ServiceInfo } from '../model/service-info.js';
-import {
-  joinHostPort,
-  type ServicePortName,
-  servicePortNameString,
-} from '../model/service-port-name.js';
+import { servicePortNameString } from '../model/service-port-name.js';
 import { AcceptBackoff } from './accept-backoff.js';
-import { type DialClient, type DialOptions, dialEndpoints } from './dial-endpoints.js';
+import {
+  type AcceptPolicy,
+  type AcceptPolicyFactory,
+  type AcceptVerdict,
+  PROXY_EVERY_CONNECTION,
+} from './accept-policy.js';
+import type { DialOptions } from './dial-endpoints.js';
+import { ListeningSocket } from './listening-socket.js';
 import { LogLimiter } from './log-limiter.js';
-import type { ProxySocket } from './proxy-socket.js';
+import type { ProxySocketContext } from './proxy-socket.js';
 import {
   type ProxySocketOptions,
   type ResolvedProxySocketOptions,
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
+import { isNoEndpointsError, refusalReason } from './refusal.js';
+import { TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
 import {
   adoptAcceptedSocket,
-  connectForRelay,
   ignoreError,
   RELAY_ONREAD,
-  TcpRelay,
   type TcpRelayOptions,
 } from './tcp-relay.js';
 
@@ -39,46 +40,46 @@ import {
  * are closed at once. It covers the short gap between opening a socket and serving it, and bounds
  * what a socket that only holds a port (a node-port claim, never served) can accumulate.
  */
-export const MAX_CONNECTIONS_BEFORE_PROXY_LOOP = 64;
+const MAX_CONNECTIONS_BEFORE_PROXY_LOOP = 64;
 
 /** Options of {@link TcpProxySocket.open}: the tuning options plus injection points. */
 export interface TcpProxySocketOptions extends ProxySocketOptions {
-  logger?: Logger;
+  /**
+   * Decides per accepted connection: proxy now, hold, or refuse. Made once per socket from its
+   * context. Default: proxy every connection (today's behaviour, with no cost per connection).
+   */
+  acceptPolicy?: AcceptPolicyFactory;
   /** Dials an endpoint. It must pass `options` on (they carry the relay's read buffers). Default `net.connect`. */
   connect?: (options: net.TcpNetConnectOpts) => net.Socket;
   /** Makes the listener. Default `net.createServer`; tests use it to reach the server. */
   createServer?: (options: net.ServerOpts) => net.Server;
 }
 
-/** What every connection of one served Service port shares, made once in `proxyLoop`. */
-interface Serving {
-  service: ServicePortName;
-  name: string;
-  info: ServiceInfo;
-  lb: LoadBalancer;
-  dialOptions: DialOptions;
-  relayOptions: TcpRelayOptions;
-  /** Opens one dial attempt with the socket options and the relays' read buffers. */
-  connect: (target: { host: string; port: number }) => net.Socket;
-  dialed: (conn: ProxiedConnection, error: unknown, backend?: net.Socket, ep?: string) => void;
-}
+/** Read paths already reported in this process: a fallback is logged once, counted always. */
+const reportedFallbacks = new Set<string>();
 
 /**
  * The default TCP proxy socket. Every accepted connection dials its endpoint on its own, so the
  * accept path never waits on a dial (the reference dialled inside its accept loop: one dead
  * endpoint stalled every client of the Service for up to 3.75 s, kubernetes#12242, #47122). The
  * listener is created with `pauseOnConnect`, so nothing is read from a client before its backend is
- * connected. Accept failures (EMFILE and the like) pause accepting with a doubling back-off instead
- * of crashing (quirk 12, kubernetes#16079).
+ * connected (or, for a held client, before the accept policy holds it). Accept failures (EMFILE and
+ * the like) pause accepting with a doubling back-off instead of crashing (quirk 12,
+ * kubernetes#16079).
  */
-export class TcpProxySocket implements ProxySocket {
+export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwner {
+  readonly service: ProxySocketContext['servicePort'];
+  readonly lb: ProxySocketContext['loadBalancer'];
+  readonly dialOptions: DialOptions;
+  readonly relayOptions: TcpRelayOptions;
+  readonly holdBufferBytes: number;
   readonly #server: net.Server;
   readonly #host: string | undefined;
-  readonly #requestedPort: number;
-  readonly #addr: Addr;
+  readonly #port: number;
+  readonly #name: string;
   readonly #opts: ResolvedProxySocketOptions;
   readonly #connect: (options: net.TcpNetConnectOpts) => net.Socket;
-  readonly #log: Logger;
+  readonly #policy: AcceptPolicy;
   readonly #backoff: AcceptBackoff;
   readonly #refusalLog = new LogLimiter();
   readonly #acceptErrorLog = new LogLimiter(1000);
@@ -86,19 +87,15 @@ export class TcpProxySocket implements ProxySocket {
   #state: 'listening' | 'paused' | 'closed' = 'listening';
   #recovering = false;
   #resumeTimer: NodeJS.Timeout | undefined;
-  #serving: Serving | undefined;
-  #active = 0;
-  #loopDone: Promise<void>;
-  #endLoop!: () => void;
+  #serving = false;
 
   /**
-   * Binds `ip` (all addresses when null) and `port` (0: the OS picks) and resolves once listening.
+   * Binds the context's address and port (0: the OS picks) and resolves once listening.
    * @throws InvalidOptionError for a bad option; the listen error itself (EADDRINUSE…), which the
    * factory wraps in SocketOpenError.
    */
   static async open(
-    ip: string | null,
-    port: number,
+    context: ProxySocketContext,
     opts: TcpProxySocketOptions = {},
   ): Promise<TcpProxySocket> {
     const resolved = resolveProxySocketOptions(opts);
@@ -110,121 +107,110 @@ export class TcpProxySocket implements ProxySocket {
       keepAlive: resolved.keepAliveMs > 0,
       keepAliveInitialDelay: resolved.keepAliveMs,
     });
-    const host = ip ?? undefined;
+    const host = context.ip ?? undefined;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ host, port }, () => {
+      server.listen({ host, port: context.port }, () => {
         server.removeListener('error', reject);
         resolve();
       });
     });
     setListenerOptions(server, resolved.keepAliveMs);
-    return new TcpProxySocket(server, host, port, resolved, opts);
-  }
-
-  private constructor(
-    server: net.Server,
-    host: string | undefined,
-    requestedPort: number,
-    opts: ResolvedProxySocketOptions,
-    inject: TcpProxySocketOptions,
-  ) {
-    this.#server = server;
-    this.#host = host;
-    this.#requestedPort = requestedPort;
     const bound = server.address() as net.AddressInfo;
-    this.#addr = {
+    const addr: Addr = {
       address: bound.address,
       port: bound.port,
       family: bound.family === 'IPv6' ? 'IPv6' : 'IPv4',
     };
+    let policy: AcceptPolicy = PROXY_EVERY_CONNECTION;
+    if (opts.acceptPolicy !== undefined) {
+      try {
+        policy = opts.acceptPolicy(context);
+      } catch (error) {
+        server.close();
+        throw error;
+      }
+    }
+    return new TcpProxySocket(context, server, addr, resolved, opts, policy);
+  }
+
+  private constructor(
+    context: ProxySocketContext,
+    server: net.Server,
+    addr: Addr,
+    opts: ResolvedProxySocketOptions,
+    inject: TcpProxySocketOptions,
+    policy: AcceptPolicy,
+  ) {
+    super(context, addr, 'TCP');
+    this.#server = server;
+    this.#host = context.ip ?? undefined;
+    this.#port = addr.port;
     this.#opts = opts;
     this.#connect = inject.connect ?? net.connect;
-    this.#log = componentLogger(inject.logger, 'proxy-socket-tcp');
+    this.#policy = policy;
     this.#backoff = new AcceptBackoff(opts.acceptBackoffMs);
-    this.#loopDone = new Promise((resolve) => {
-      this.#endLoop = resolve;
-    });
+    this.service = context.servicePort;
+    this.lb = context.loadBalancer;
+    this.#name = servicePortNameString(context.servicePort);
+    this.holdBufferBytes = opts.holdBufferBytes;
+    this.dialOptions = { timeoutsMs: opts.dialTimeoutsMs, logger: this.log, name: this.#name };
+    this.relayOptions = {
+      idleTimeoutMs: opts.idleTimeoutMs,
+      halfCloseTimeoutMs: opts.halfCloseTimeoutMs,
+      onClose: (relay) => this.#onRelayClose(relay as TcpConnection),
+    };
     server.on('connection', this.#onConnection);
     server.on('error', this.#onServerError);
     server.on('listening', this.#onListening);
   }
 
-  /** The bound address (a copy); with port 0 asked for, the port the OS chose. */
-  addr(): Addr {
-    return { ...this.#addr };
-  }
-
-  /** The port asked for (0 when the OS chose), which is what the Proxier releases. */
-  listenPort(): number {
-    return this.#requestedPort;
-  }
-
-  /** Connections accepted and not yet fully closed, dialling ones included. */
-  get activeConnections(): number {
-    return this.#active;
-  }
-
-  /**
-   * Starts serving `service`: connections held since `open` are served first. Resolves when the
-   * socket is closed (or closes itself on finding `info.isAlive()` false); never rejects.
-   */
-  proxyLoop(service: ServicePortName, info: ServiceInfo, lb: LoadBalancer): Promise<void> {
-    if (this.#serving !== undefined) {
-      this.#log.warn(`proxyLoop called twice on ${this.#describe()}; ignoring the second call`);
-      return this.#loopDone;
-    }
-    if (this.#state === 'closed') return this.#loopDone;
-    const name = servicePortNameString(service);
-    const { keepAliveMs, idleTimeoutMs, halfCloseTimeoutMs, dialTimeoutsMs } = this.#opts;
-    const connect = this.#connect;
-    this.#serving = {
-      service,
-      name,
-      info,
-      lb,
-      dialOptions: { timeoutsMs: dialTimeoutsMs, logger: this.#log, name },
-      relayOptions: {
-        idleTimeoutMs,
-        halfCloseTimeoutMs,
-        onClose: (relay) => this.#onRelayClose(relay as ProxiedConnection),
-      },
-      connect: (target) =>
-        connect({
-          host: target.host,
-          port: target.port,
-          noDelay: true,
-          keepAlive: keepAliveMs > 0,
-          keepAliveInitialDelay: keepAliveMs,
-          allowHalfOpen: true,
-          onread: RELAY_ONREAD,
-        }),
-      dialed: (conn, error, backend, endpoint) => this.#dialed(conn, error, backend, endpoint),
-    };
-    this.#log.debug(`proxying ${name} on ${this.#describe()}`);
+  protected serve(_info: ServiceInfo): void {
+    this.#serving = true;
+    this.log.debug(`proxying ${this.#name} on ${this.describe()}`);
     for (const raw of this.#pending.splice(0)) {
-      if (!raw.destroyed) this.#handle(raw, this.#serving);
+      if (!raw.destroyed) this.#handle(raw);
     }
-    return this.#loopDone;
   }
 
-  /** Stops accepting (idempotent); established connections carry on. */
-  close(): Promise<void> {
-    if (this.#state !== 'closed') {
-      const wasListening = this.#state === 'listening';
-      this.#state = 'closed';
-      clearTimeout(this.#resumeTimer);
-      // The listening descriptor is closed synchronously; established connections carry on.
-      if (wasListening) this.#server.close();
-      for (const raw of this.#pending.splice(0)) raw.destroy();
-      this.#log.debug(`closed ${this.#describe()}`);
-      this.#endLoop();
+  protected shutdown(): Promise<void> {
+    const wasListening = this.#state === 'listening';
+    this.#state = 'closed';
+    clearTimeout(this.#resumeTimer);
+    // The listening descriptor is closed synchronously; established connections carry on.
+    if (wasListening) this.#server.close();
+    for (const raw of this.#pending.splice(0)) raw.destroy();
+    try {
+      this.#policy.close?.();
+    } catch (error) {
+      this.log.error(`the accept policy of ${this.#name} failed to close`, error);
     }
     return Promise.resolve();
   }
 
-  #describe(): string {
-    return `${joinHostPort(this.#addr.address, this.#addr.port)}/TCP`;
+  protected closing(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** TcpConnectionOwner: one dial attempt with the socket options and the relay's read buffers. */
+  connectEndpoint(target: { host: string; port: number }): net.Socket {
+    const keepAliveMs = this.#opts.keepAliveMs;
+    return this.#connect({
+      host: target.host,
+      port: target.port,
+      noDelay: true,
+      keepAlive: keepAliveMs > 0,
+      keepAliveInitialDelay: keepAliveMs,
+      allowHalfOpen: true,
+      onread: RELAY_ONREAD,
+    });
+  }
+
+  /** TcpConnectionOwner: the client leg on the copy-free read path; a fallback is reported. */
+  adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
+    const adopted = adoptAcceptedSocket(raw, RELAY_ONREAD);
+    if (adopted.path !== 'in-place' && !raw.destroyed) this.#fallback('client', adopted.path);
+    return adopted;
   }
 
   readonly #onConnection = (raw: net.Socket): void => {
@@ -236,8 +222,7 @@ export class TcpProxySocket implements ProxySocket {
       raw.destroy();
       return;
     }
-    const serving = this.#serving;
-    if (serving === undefined) {
+    if (!this.#serving) {
       if (this.#pending.length < MAX_CONNECTIONS_BEFORE_PROXY_LOOP) {
         raw.on('error', ignoreError);
         this.#pending.push(raw);
@@ -246,93 +231,117 @@ export class TcpProxySocket implements ProxySocket {
       }
       return;
     }
-    this.#handle(raw, serving);
+    this.#handle(raw);
   };
 
-  #handle(raw: net.Socket, serving: Serving): void {
-    if (!serving.info.isAlive()) {
+  #handle(raw: net.Socket): void {
+    if (this.info?.isAlive() === false) {
       raw.destroy();
       void this.close();
       return;
     }
     const { maxConnections } = this.#opts;
-    if (maxConnections > 0 && this.#active >= maxConnections) {
+    if (maxConnections > 0 && this.activeConnections() >= maxConnections) {
       raw.destroy();
-      this.#log.debug(`refusing a client of ${serving.name}: ${maxConnections} connections open`);
-      this.#publishRefused(serving, 'connection-limit');
+      this.log.debug(`refusing a client of ${this.#name}: ${maxConnections} connections open`);
+      this.#publishRefused('connection-limit');
       return;
     }
-    this.#active++;
-    const adopted = adoptAcceptedSocket(raw, RELAY_ONREAD);
-    adopted.socket.on('error', ignoreError);
-    const conn = new ProxiedConnection(serving, adopted.socket, adopted.usesOnread);
-    dialEndpoints(serving.service, conn, 'TCP', serving.lb, serving.dialOptions, conn);
+    this.connectionOpened();
+    const conn = new TcpConnection(this, raw);
+    const verdict = this.#policy === PROXY_EVERY_CONNECTION ? 'proxy' : this.#verdict(conn);
+    if (verdict === 'proxy') conn.dial();
+    else if (verdict === 'hold') conn.hold();
+    else conn.refuse();
   }
 
-  /** A connection's dial ended: relay it, or close its client. */
-  #dialed(conn: ProxiedConnection, error: unknown, backend?: net.Socket, ep?: string): void {
-    const serving = conn.serving;
+  #verdict(conn: TcpConnection): AcceptVerdict {
+    try {
+      const verdict = this.#policy.accept(conn);
+      if (verdict === 'proxy' || verdict === 'hold' || verdict === 'refuse') return verdict;
+      this.log.error(`the accept policy of ${this.#name} answered ${String(verdict)}; refusing`);
+    } catch (error) {
+      this.log.error(`the accept policy of ${this.#name} failed; refusing the client`, error);
+    }
+    return 'refuse';
+  }
+
+  /** TcpConnectionOwner: a connection's dial ended: relay it, or close its client. */
+  dialed(conn: TcpConnection, error: unknown, backend?: net.Socket, ep?: string): void {
     if (backend === undefined) {
-      this.#active--;
       conn.client.destroy();
       conn.abandon();
-      this.#onDialFailed(serving, error);
+      this.#onDialFailed(error);
+      conn.markClosed();
       return;
     }
     conn.endpoint = ep ?? '';
+    if (!conn.backendUsesOnread) this.#fallback('endpoint', 'data-events');
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
-        service: serving.name,
+        service: this.#name,
         protocol: 'TCP',
         client: conn.toString(),
         endpoint: conn.endpoint,
       };
       channels.connectionOpen.publish(message);
     }
-    conn.start(conn.client, backend, {
-      client: conn.clientUsesOnread,
-      backend: conn.backendUsesOnread,
-    });
+    conn.relay(backend);
   }
 
-  #onDialFailed(serving: Serving, error: unknown): void {
-    const noEndpoints =
-      error instanceof MissingEndpointsError || error instanceof MissingServiceEntryError;
-    const reason = noEndpoints
-      ? 'no-endpoints'
-      : error instanceof EndpointDialError
-        ? 'dial-failed'
-        : 'other';
-    this.#publishRefused(serving, reason);
+  /** TcpConnectionOwner: the policy refused `conn`. */
+  refused(_conn: TcpConnection, detail: string): void {
+    this.#publishRefused('policy', detail);
+  }
+
+  /** TcpConnectionOwner: `conn` is gone. */
+  ended(_conn: TcpConnection): void {
+    this.connectionClosed();
+  }
+
+  #onDialFailed(error: unknown): void {
+    this.#publishRefused(refusalReason(error));
     const suppressed = this.#refusalLog.take();
     if (suppressed < 0) return;
     const more = suppressed > 0 ? ` (${suppressed} similar suppressed)` : '';
     const cause =
       error instanceof Error && error.cause !== undefined ? `: ${String(error.cause)}` : '';
-    const line = `failed to connect a client of ${serving.name} to an endpoint: ${String(error)}${cause}${more}`;
-    if (noEndpoints) this.#log.debug(line);
-    else this.#log.warn(line);
+    const line = `failed to connect a client of ${this.#name} to an endpoint: ${String(error)}${cause}${more}`;
+    if (isNoEndpointsError(error)) this.log.debug(line);
+    else this.log.warn(line);
   }
 
-  #publishRefused(serving: Serving, reason: RefusedMessage['reason']): void {
+  #publishRefused(reason: RefusedMessage['reason'], detail?: string): void {
     if (!channels.refused.hasSubscribers) return;
-    const message: RefusedMessage = { service: serving.name, protocol: 'TCP', reason };
+    const message: RefusedMessage = { service: this.#name, protocol: 'TCP', reason };
+    if (detail !== undefined) message.detail = detail;
     channels.refused.publish(message);
   }
 
-  #onRelayClose(conn: ProxiedConnection): void {
-    this.#active--;
+  #fallback(leg: 'client' | 'endpoint', path: Exclude<RelayReadPath, 'in-place'>): void {
+    if (channels.relayFallback.hasSubscribers) channels.relayFallback.publish({ leg, path });
+    const key = `${leg}:${path}`;
+    if (reportedFallbacks.has(key)) return;
+    reportedFallbacks.add(key);
+    this.log.warn(
+      `the ${leg} leg of ${this.#name} reads through ${path}, not the copy-free path: ` +
+        `relaying costs more CPU (reported once per process; see relayReadPathCounts())`,
+    );
+  }
+
+  #onRelayClose(conn: TcpConnection): void {
     if (channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
-        service: conn.serving.name,
+        service: this.#name,
         protocol: 'TCP',
         endpoint: conn.endpoint,
         bytesIn: conn.bytesIn,
         bytesOut: conn.bytesOut,
-        durationMs: performance.now() - conn.opened,
+        durationMs: performance.now() - conn.acceptedAt,
       };
       channels.connectionClose.publish(message);
     }
+    conn.markClosed();
   }
 
   /**
@@ -346,23 +355,22 @@ export class TcpProxySocket implements ProxySocket {
     if (this.#state === 'closed') return;
     const delay = this.#backoff.next();
     if (error.syscall === 'accept' || this.#state === 'listening') {
-      const serving = this.#serving;
       if (channels.acceptError.hasSubscribers) {
         const message: AcceptErrorMessage = {
-          service: serving?.name ?? '',
+          service: this.#name,
           protocol: 'TCP',
           error,
         };
         channels.acceptError.publish(message);
       }
       if (this.#acceptErrorLog.take() >= 0) {
-        this.#log.warn(
-          `accept failed on ${this.#describe()}: ${error.message}; pausing for ${delay} ms`,
+        this.log.warn(
+          `accept failed on ${this.describe()}: ${error.message}; pausing for ${delay} ms`,
         );
       }
     } else {
-      this.#log.warn(
-        `listening again on ${this.#describe()} failed: ${error.message}; retrying in ${delay} ms`,
+      this.log.warn(
+        `listening again on ${this.describe()} failed: ${error.message}; retrying in ${delay} ms`,
       );
     }
     this.#state = 'paused';
@@ -374,7 +382,7 @@ export class TcpProxySocket implements ProxySocket {
 
   readonly #resume = (): void => {
     if (this.#state !== 'paused') return;
-    this.#server.listen({ host: this.#host, port: this.#addr.port });
+    this.#server.listen({ host: this.#host, port: this.#port });
   };
 
   readonly #onListening = (): void => {
@@ -386,7 +394,7 @@ export class TcpProxySocket implements ProxySocket {
     setListenerOptions(this.#server, this.#opts.keepAliveMs);
     if (this.#state === 'paused') {
       this.#state = 'listening';
-      this.#log.info(`accepting again on ${this.#describe()}`);
+      this.log.info(`accepting again on ${this.describe()}`);
     }
   };
 }
@@ -416,55 +424,4 @@ function setListenerOptions(server: net.Server, keepAliveMs: number): void {
     (keepAliveMs <= 0 || handle.setKeepAlive(true, Math.floor(keepAliveMs / 1000)) === 0);
   options.noDelay = !inherited;
   options.keepAlive = !inherited && keepAliveMs > 0;
-}
-
-/**
- * One proxied connection: its relay, the client's address (read from the socket only when someone
- * asks: a round-robin balancer without ClientIP affinity never does, which saves a getpeername(2)
- * per connection; an address that can no longer be read reads as ""), and the dialler of its
- * backend. One object instead of a relay, an address, an options object and a handful of closures,
- * because an idle connection costs what its objects cost.
- */
-class ProxiedConnection extends TcpRelay implements Addr, DialClient {
-  readonly serving: Serving;
-  readonly client: net.Socket;
-  readonly clientUsesOnread: boolean;
-  backendUsesOnread = false;
-  endpoint = '';
-  readonly opened = performance.now();
-  #address: string | undefined;
-  #port = 0;
-
-  constructor(serving: Serving, client: net.Socket, clientUsesOnread: boolean) {
-    super(serving.relayOptions);
-    this.serving = serving;
-    this.client = client;
-    this.clientUsesOnread = clientUsesOnread;
-  }
-
-  get address(): string {
-    if (this.#address === undefined) {
-      this.#address = this.client.remoteAddress ?? '';
-      this.#port = this.client.remotePort ?? 0;
-    }
-    return this.#address;
-  }
-
-  get port(): number {
-    return this.address === '' ? 0 : this.#port;
-  }
-
-  override toString(): string {
-    return this.address === '' ? '' : joinHostPort(this.address, this.port);
-  }
-
-  connect(target: { host: string; port: number }): net.Socket {
-    const { socket, usesOnread } = connectForRelay(this.serving.connect, target);
-    this.backendUsesOnread = usesOnread;
-    return socket;
-  }
-
-  dialed(error: unknown, socket?: net.Socket, endpoint?: string): void {
-    this.serving.dialed(this, error, socket, endpoint);
-  }
 }

@@ -1,5 +1,4 @@
 import dgram from 'node:dgram';
-import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CHANNELS,
@@ -7,11 +6,14 @@ import {
   type UdpSessionCloseMessage,
   type UdpSessionMessage,
 } from '../diagnostics.js';
+import type { Logger } from '../logger.js';
 import { noopLogger } from '../logger.js';
 import { startUdpEchoServer, type UdpEchoServer } from '../test-support/echo-servers.js';
 import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
 import { type FakeServiceInfo, fakeServiceInfo } from '../test-support/fake-service-info.js';
 import { type UdpTestClient, udpClient } from '../test-support/net-clients.js';
+import { recordChannel } from '../test-support/record-channel.js';
+import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
 import { UdpProxySocket, type UdpProxySocketOptions } from './proxy-socket-udp.js';
 
@@ -26,13 +28,7 @@ afterEach(async () => {
 });
 
 function record<T>(channel: string): T[] {
-  const messages: T[] = [];
-  const listener = (message: unknown): void => {
-    messages.push(message as T);
-  };
-  diagnosticsChannel.subscribe(channel, listener);
-  cleanup.push(() => diagnosticsChannel.unsubscribe(channel, listener));
-  return messages;
+  return recordChannel<T>(channel, (fn) => cleanup.push(fn));
 }
 
 async function echoServer(prefix?: string): Promise<UdpEchoServer> {
@@ -45,7 +41,7 @@ async function echoServer(prefix?: string): Promise<UdpEchoServer> {
 
 async function proxy(
   endpoints: string[],
-  opts: UdpProxySocketOptions = {},
+  opts: UdpProxySocketOptions & { logger?: Logger } = {},
   infoOverrides: { udpIdleTimeoutMs?: number } = {},
 ): Promise<{
   socket: UdpProxySocket;
@@ -53,11 +49,17 @@ async function proxy(
   info: FakeServiceInfo;
   loop: Promise<void>;
 }> {
-  const socket = await UdpProxySocket.open(HOST, 0, opts);
-  cleanup.push(() => socket.close());
   const lb = new FakeLoadBalancer({ [KEY]: endpoints });
+  const { logger, ...socketOpts } = opts;
+  const context = contextFor('UDP', HOST, 0, {
+    lb,
+    servicePort: svc,
+    ...(logger ? { logger } : {}),
+  });
+  const socket = await UdpProxySocket.open(context, socketOpts);
+  cleanup.push(() => socket.close());
   const info = fakeServiceInfo({ protocol: 'UDP', ...infoOverrides });
-  const loop = socket.proxyLoop(svc, info, lb);
+  const loop = socket.proxyLoop(info);
   return { socket, lb, info, loop };
 }
 
@@ -133,7 +135,7 @@ describe('UdpProxySocket', () => {
   });
 
   it('ends a session after udpIdleTimeoutMs without traffic either way, and traffic keeps it', async () => {
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
     const closed = record<UdpSessionCloseMessage>(CHANNELS.udpSessionClose);
     const echo = await echoServer();
     const { socket, info } = await proxy([echo.endpoint], {}, { udpIdleTimeoutMs: 800 });

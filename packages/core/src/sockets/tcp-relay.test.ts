@@ -11,6 +11,7 @@ import {
   RELAY_LARGE_BUFFER_BYTES,
   RELAY_ONREAD,
   RELAY_SHARED_BUFFER_BYTES,
+  relayReadPathCounts,
   TcpRelay,
 } from './tcp-relay.js';
 
@@ -225,6 +226,7 @@ describe('TcpRelay', () => {
       const raw = accepted[0] as net.Socket;
       const reads: string[] = [];
       const buffer = Buffer.alloc(64);
+      const before = relayReadPathCounts();
       const adopted = adoptAcceptedSocket(
         raw,
         {
@@ -238,6 +240,10 @@ describe('TcpRelay', () => {
       );
       cleanup.push(() => adopted.socket.destroy());
       expect(adopted.usesOnread).toBe(true);
+      // Which path ran, as the counters a daemon exports see it.
+      const path = inPlace ? 'in-place' : 'moved-handle';
+      expect(adopted.path).toBe(path);
+      expect(relayReadPathCounts()[path]).toBe(before[path] + 1);
       expect(adopted.socket === raw).toBe(inPlace);
       expect(raw.destroyed).toBe(!inPlace);
       expect(adopted.socket.remotePort).toBe(c.localPort);
@@ -248,7 +254,97 @@ describe('TcpRelay', () => {
       expect(adoptAcceptedSocket(adopted.socket, { buffer, callback: () => true })).toEqual({
         socket: adopted.socket,
         usesOnread: false,
+        path: 'data-events',
       });
     });
   }
+});
+
+describe('TcpRelay start contract', () => {
+  /** A pair: an accepted, paused client leg and a dialled backend leg (read through RELAY_ONREAD). */
+  async function legs(greeting: string | undefined): Promise<{
+    client: net.Socket;
+    raw: net.Socket;
+    backend: net.Socket;
+    backendUsesOnread: boolean;
+  }> {
+    const backendServer = await startTcpServer({
+      host: '127.1.6.3',
+      onConnection: (s) => {
+        if (greeting !== undefined) s.write(greeting);
+        s.on('data', (chunk: Buffer) => s.write(chunk));
+        s.on('end', () => s.end());
+      },
+    });
+    cleanup.push(() => backendServer.close());
+    const accepted: net.Socket[] = [];
+    const server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (s) =>
+      accepted.push(s),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.1.6.3', resolve));
+    cleanup.push(() => new Promise((resolve) => server.close(resolve)));
+    const client = await connectTcp((server.address() as net.AddressInfo).port, '127.1.6.3');
+    cleanup.push(() => client.destroy());
+    await waitFor(() => accepted.length === 1);
+    const { socket: backend, usesOnread } = connectForRelay(
+      (o: net.TcpNetConnectOpts) => net.connect(o),
+      { host: backendServer.host, port: backendServer.port, onread: RELAY_ONREAD },
+    );
+    backend.on('error', () => {});
+    await new Promise<void>((resolve) => backend.once('connect', resolve));
+    return { client, raw: accepted[0] as net.Socket, backend, backendUsesOnread: usesOnread };
+  }
+
+  it('keeps what an endpoint that speaks first sent before a late start, and delivers it first', async () => {
+    const { client, raw, backend, backendUsesOnread } = await legs('220 ready\r\n');
+    expect(backendUsesOnread).toBe(true);
+    // The greeting is read while nobody relays: it must be kept, and the backend left alive.
+    await waitFor(() => backend.bytesRead >= 11, 5_000, 'the greeting read before start');
+    expect(backend.destroyed).toBe(false);
+    const closed: TcpRelay[] = [];
+    const relay = new TcpRelay({
+      idleTimeoutMs: 0,
+      halfCloseTimeoutMs: 10_000,
+      onClose: (r) => closed.push(r),
+    });
+    relay.start(raw, backend, { client: false, backend: true });
+    client.write('echo me');
+    client.end();
+    const { data } = await readToEnd(client);
+    expect(data.toString()).toBe('220 ready\r\necho me');
+    await waitFor(() => closed.length === 1, 5_000, 'onClose after both sides closed');
+  });
+
+  it('finishes and calls onClose (not synchronously) when started on sockets that already closed', async () => {
+    const { raw, backend } = await legs(undefined);
+    raw.destroy();
+    backend.destroy();
+    await waitFor(() => raw.closed && backend.closed, 5_000, 'both closed');
+    const closed: TcpRelay[] = [];
+    const relay = new TcpRelay({
+      idleTimeoutMs: 0,
+      halfCloseTimeoutMs: 0,
+      onClose: (r) => closed.push(r),
+    });
+    relay.start(raw, backend);
+    expect(closed).toEqual([]);
+    await waitFor(() => closed.length === 1, 5_000, 'onClose');
+    expect(closed[0]).toBe(relay);
+  });
+
+  it('resets the live side and finishes when only one side is already dead', async () => {
+    const { client, raw, backend } = await legs(undefined);
+    backend.destroy();
+    await waitFor(() => backend.closed, 5_000, 'backend closed');
+    const closed: TcpRelay[] = [];
+    const relay = new TcpRelay({
+      idleTimeoutMs: 0,
+      halfCloseTimeoutMs: 0,
+      onClose: (r) => closed.push(r),
+    });
+    relay.start(raw, backend);
+    const { ended } = await readToEnd(client);
+    expect(ended).not.toBe('end');
+    await waitFor(() => closed.length === 1, 5_000, 'onClose');
+  });
 });

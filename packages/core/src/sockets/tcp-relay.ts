@@ -1,4 +1,5 @@
 import net from 'node:net';
+import type { RelayReadPath } from '../diagnostics.js';
 import { SilenceWheel, type Silent } from './silence-wheel.js';
 
 /**
@@ -45,7 +46,9 @@ function giveLarge(buffer: Buffer): void {
 
 /** The relay a socket belongs to, kept on the socket so that shared listeners find it. */
 const kRelay = Symbol('userspace-proxy:relay');
-type RelaySocket = net.Socket & { [kRelay]?: TcpRelay };
+/** Bytes a socket read before its relay started, delivered first by `start`. */
+const kEarly = Symbol('userspace-proxy:early');
+type RelaySocket = net.Socket & { [kRelay]?: TcpRelay; [kEarly]?: Buffer[] | undefined };
 
 /** Set when Node asks for a read buffer while it creates a socket (see {@link connectForRelay}). */
 let asked = false;
@@ -71,8 +74,14 @@ function relayBuffer(): Buffer {
 function relayRead(this: RelaySocket, n: number, buf: Uint8Array): boolean {
   const relay = this[kRelay];
   if (relay === undefined) {
-    // Read before the relay started: nowhere to put the bytes.
-    this.destroy();
+    // Read before the relay started (an endpoint that speaks first, and `start` comes later): keep
+    // the bytes for `start` to deliver first, and stop reading until then.
+    const early = Buffer.allocUnsafe(n);
+    early.set(buf.subarray(0, n));
+    const kept = this[kEarly];
+    if (kept === undefined) this[kEarly] = [early];
+    else kept.push(early);
+    justRead = this;
     return false;
   }
   const more = relay.pumpOf(this).onRead(this, n, buf as Buffer);
@@ -107,6 +116,7 @@ export function connectForRelay<A>(
   const socket = connect(arg);
   const usesOnread = asked;
   asked = false;
+  readPathCounts[usesOnread ? 'in-place' : 'data-events']++;
   return { socket, usesOnread };
 }
 
@@ -325,15 +335,22 @@ export class TcpRelay implements Silent {
   }
 
   /**
-   * Starts relaying two connected sockets. The client may be paused (pauseOnConnect); it is resumed
-   * here. `usesOnread` says which socket was created with {@link RELAY_ONREAD} or this relay's
+   * Starts relaying two connected sockets. It may come any time after the dial: bytes the endpoint
+   * sent first (read through {@link RELAY_ONREAD} before the relay existed) are kept and delivered
+   * before anything else, a FIN that came first is carried through, and a socket that is already
+   * closed or destroyed ends the relay at once, with `onClose` called (never synchronously from
+   * `start`). The client may be paused (pauseOnConnect); it is resumed here.
+   *
+   * `usesOnread` says which socket was created with {@link RELAY_ONREAD} or this relay's
    * `up.onread` / `down.onread` (or adopted with {@link adoptAcceptedSocket}); others are read
-   * through 'data' events.
+   * through 'data' events. `early` are bytes the client sent before the relay (a held connection):
+   * they are written to the backend first.
    */
   start(
     client: net.Socket,
     backend: net.Socket,
     usesOnread: { client: boolean; backend: boolean } = { client: false, backend: false },
+    early?: readonly Buffer[],
   ): void {
     this.#client = client;
     this.#backend = backend;
@@ -354,12 +371,35 @@ export class TcpRelay implements Silent {
       this.#idleWheel = SilenceWheel.for(this.#opts.idleTimeoutMs);
       this.#idleWheel.add(this);
     }
+    // A 'close' that came before the listeners above will never come again.
+    this.#clientClosed = client.closed;
+    this.#backendClosed = backend.closed;
     if (client.destroyed || backend.destroyed) {
       this.#reset();
+      if (this.#clientClosed && this.#backendClosed) queueMicrotask(() => this.#finish());
       return;
     }
+    if (early !== undefined) for (const chunk of early) backend.write(chunk);
+    const sent = (client as RelaySocket)[kEarly];
+    if (sent !== undefined) {
+      (client as RelaySocket)[kEarly] = undefined;
+      for (const chunk of sent) backend.write(chunk);
+    }
+    const answered = (backend as RelaySocket)[kEarly];
+    if (answered !== undefined) {
+      (backend as RelaySocket)[kEarly] = undefined;
+      for (const chunk of answered) client.write(chunk);
+    }
+    // An 'end' that came before the listeners: carry the FIN through now.
+    if (client.readableEnded) this.onSocketEnd(client);
+    if (backend.readableEnded) this.onSocketEnd(backend);
     client.resume();
-    if (backend.isPaused()) backend.resume();
+    if (answered !== undefined || backend.isPaused()) backend.resume();
+  }
+
+  /** Resets both sockets now (an accept policy's `refuse` of a relayed connection). */
+  destroy(): void {
+    this.#reset();
   }
 
   /** Returns the read buffers of a relay that will never start (its dial failed). */
@@ -500,11 +540,12 @@ export function adoptAcceptedSocket(
   raw: net.Socket,
   onread: net.OnReadOpts,
   how: { inPlace?: boolean } = {},
-): { socket: net.Socket; usesOnread: boolean } {
+): AdoptedSocket {
   const holder = raw as unknown as Record<PropertyKey, unknown> & { _handle?: unknown };
   const handle = holder._handle as { useUserBuffer?: (buffer: Uint8Array) => void } | null;
   if (raw.destroyed || handle === null || typeof handle !== 'object') {
-    return { socket: raw, usesOnread: false };
+    // Gone already: nothing to read, and nothing the fast path lost.
+    return { socket: raw, usesOnread: false, path: 'data-events' };
   }
   const slots = how.inPlace === false ? null : findOnReadSlots(raw);
   const generate = onread.buffer;
@@ -519,7 +560,8 @@ export function adoptAcceptedSocket(
     holder[slots.callback] = onread.callback;
     holder[slots.buffer] = buffer;
     handle.useUserBuffer(buffer);
-    return { socket: raw, usesOnread: true };
+    readPathCounts['in-place']++;
+    return { socket: raw, usesOnread: true, path: 'in-place' };
   }
   let socket: net.Socket;
   try {
@@ -532,9 +574,39 @@ export function adoptAcceptedSocket(
       onread,
     } as net.SocketConstructorOpts);
   } catch {
-    return { socket: raw, usesOnread: false };
+    readPathCounts['data-events']++;
+    return { socket: raw, usesOnread: false, path: 'data-events' };
   }
   holder._handle = null;
   raw.destroy();
-  return { socket, usesOnread: true };
+  readPathCounts['moved-handle']++;
+  return { socket, usesOnread: true, path: 'moved-handle' };
+}
+
+/** What {@link adoptAcceptedSocket} did. */
+export interface AdoptedSocket {
+  /** The socket to relay: `raw`, or a new one that took over its handle. */
+  socket: net.Socket;
+  /** True when `socket` reads into the relay's buffers. */
+  usesOnread: boolean;
+  /** Which read path it got; anything but `in-place` is a fallback worth reporting. */
+  path: RelayReadPath;
+}
+
+/** How many sockets got each read path, since the process started. */
+const readPathCounts: Record<RelayReadPath, number> = {
+  'in-place': 0,
+  'moved-handle': 0,
+  'data-events': 0,
+};
+
+/**
+ * How many relayed sockets got each read path since the process started (accepted clients through
+ * {@link adoptAcceptedSocket}, dialled endpoints through {@link connectForRelay}). A Node upgrade
+ * that moves net.Socket's internals shows up here as `moved-handle` or `data-events` counts instead
+ * of a silent loss of speed; the default TCP socket also logs the first fallback and publishes each
+ * on the `relayFallback` channel.
+ */
+export function relayReadPathCounts(): Readonly<Record<RelayReadPath, number>> {
+  return { ...readPathCounts };
 }

@@ -1,4 +1,5 @@
 import dgram from 'node:dgram';
+import type { SilenceWheel, Silent } from './silence-wheel.js';
 
 /** Datagrams a session queues while its upstream socket is still binding; more are dropped. */
 export const MAX_PENDING_DATAGRAMS = 64;
@@ -38,15 +39,15 @@ export interface UdpSessionParams {
 
 /**
  * One UDP client ("ip:port") of one Service port: a connected upstream socket to the endpoint
- * picked for it, with an ephemeral source port, as in the reference. The owner measures idleness
- * (through `lastActive`) and ends the session; the session relays and counts.
+ * picked for it, with an ephemeral source port, as in the reference. The owner's idle wheel ends it
+ * after a silent timeout (through `lastActive` and `expire`); the session relays and counts.
  */
-export class UdpSession {
+export class UdpSession implements Silent {
   readonly clientAddress: string;
   readonly clientPort: number;
   readonly client: string;
   readonly endpoint: string;
-  /** The owner's coarse clock reading at the last datagram either way. */
+  /** `performance.now()` at the last datagram either way (set by the owner). */
   lastActive = 0;
   /** Datagrams and bytes from the client to the endpoint. */
   datagramsIn = 0;
@@ -117,6 +118,11 @@ export class UdpSession {
   }
 
   /** Ends the session: closes the upstream socket and tells the owner. Idempotent. */
+  /** Called by the idle wheel once the session has been silent for its timeout. */
+  expire(_wheel: SilenceWheel): void {
+    this.close('idle');
+  }
+
   close(reason: UdpSessionEndReason, error?: Error): void {
     if (this.#state === 'closed') return;
     this.#state = 'closed';

@@ -19,7 +19,11 @@ import type { NetworkInterfacesFn } from '../proxier/node-port-addresses.js';
 import type { ProxierOptions } from '../proxier/proxier.js';
 import { newCustomProxier } from '../proxier/proxier-factory.js';
 import type { UserspaceProxier } from '../proxier/proxier-userspace.js';
-import type { ProxySocket, ProxySocketFactory } from '../sockets/proxy-socket.js';
+import type {
+  ProxySocket,
+  ProxySocketContext,
+  ProxySocketFactory,
+} from '../sockets/proxy-socket.js';
 import {
   startTcpServer,
   startUdpEchoServer,
@@ -53,7 +57,9 @@ export class FakeSocket implements ProxySocket {
   listenPort(): number {
     return this.requested;
   }
-  proxyLoop(_svc: unknown, info: ServiceInfo): Promise<void> {
+  /** The context the factory was called with. */
+  context: ProxySocketContext | undefined;
+  proxyLoop(info: ServiceInfo): Promise<void> {
     this.info = info;
     return new Promise((resolve) => {
       this.#endLoop = resolve;
@@ -71,11 +77,13 @@ export class FakeSockets {
   /** Return true to make that bind fail with a SocketOpenError. */
   fail: (protocol: Protocol, ip: string | null, port: number) => boolean = () => false;
   #next = 40_000;
-  readonly make: ProxySocketFactory = async (protocol, ip, port) => {
+  readonly make: ProxySocketFactory = async (context) => {
+    const { protocol, ip, port } = context;
     if (this.fail(protocol, ip, port)) {
       throw new SocketOpenError(`${ip ?? '*'}:${port}`, { cause: new Error('EADDRINUSE') });
     }
     const socket = new FakeSocket(protocol, ip, port, port === 0 ? this.#next++ : port);
+    socket.context = context;
     this.all.push(socket);
     return socket;
   };

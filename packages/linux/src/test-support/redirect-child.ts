@@ -19,8 +19,9 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { createInterface } from 'node:readline';
-import type { Endpoints, Service, UserspaceProxier } from '@userspace-proxy/core';
-import { CHANNELS, createLogger, EmitterEventRecorder, newProxier } from '@userspace-proxy/core';
+import type { Endpoints, Service } from '@userspace-proxy/core';
+import { createLogger, EmitterEventRecorder, newProxier } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { startTcpServer, startUdpEchoServer } from '../../../core/src/test-support/echo-servers.js';
 import { ExecConntrackCleaner } from '../conntrack-exec.js';
 import { IptablesPortalManager } from '../portal-manager-iptables.js';
@@ -50,7 +51,7 @@ const udp = await startUdpEchoServer({ host: nodeIP, prefix: 'udp:' });
 
 // A command waits for the first sync, after its handler call, that leaves nothing pending.
 const waiters: (() => void)[] = [];
-const proxier = (await newProxier({
+const proxier = await newProxier({
   mode: 'redirect',
   listenIP: '0.0.0.0',
   portals: new IptablesPortalManager({ logger }),
@@ -59,7 +60,7 @@ const proxier = (await newProxier({
   syncPeriodMs: 60_000,
   recorder,
   logger,
-})) as UserspaceProxier;
+});
 diagnosticsChannel.subscribe(CHANNELS.sync, () => {
   if (proxier.pendingChanges() !== 0) return;
   for (const resolve of waiters.splice(0)) resolve();
