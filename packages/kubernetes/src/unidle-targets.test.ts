@@ -78,7 +78,10 @@ describe('parseUnidleTargets', () => {
     expect(q).not.toContain('\n');
     expect(q.startsWith('"evil\\nline')).toBe(true);
     expect(q.length).toBeLessThan(80);
-    const parsed = parseUnidleTargets(`[{"kind":"Deployment\\n","name":"a","replicas":1}]`, 'ns/web');
+    const parsed = parseUnidleTargets(
+      `[{"kind":"Deployment\\n","name":"a","replicas":1}]`,
+      'ns/web',
+    );
     expect(parsed.error?.message).not.toContain('\n');
   });
 });

@@ -240,7 +240,8 @@ export class KubernetesUnidler {
     await this.settled();
   }
 
-  #needPods({ service, servicePort, signal }: NeedPodsRequest): void {
+  #needPods(request: NeedPodsRequest): void {
+    const { service, servicePort, signal } = request ?? ({} as Partial<NeedPodsRequest>);
     if (this.#closing.signal.aborted || signal?.aborted) return;
     this.#stats.requests++;
     const name = service?.metadata?.name;
@@ -257,7 +258,10 @@ export class KubernetesUnidler {
       this.#log.debug(`Service ${key} has no unidle targets; nothing to scale`);
       return;
     }
-    const who = `Service port ${servicePortNameString(servicePort)}`;
+    const who =
+      typeof servicePort?.name === 'string'
+        ? `Service port ${servicePortNameString(servicePort)}`
+        : `Service ${key}`;
     const outcomes = parsed.targets.map((t) => this.#ask(namespace, t, who, signal));
     if (!this.#clearAnnotations) return;
     this.#track(
@@ -424,7 +428,9 @@ export class KubernetesUnidler {
         }
         const retriable = conflict || status === undefined || status === 429 || status >= 500;
         if (!retriable) {
-          this.#log.warn(`${what}: the server refused (HTTP ${status}); not retrying: ${brief(err)}`);
+          this.#log.warn(
+            `${what}: the server refused (HTTP ${status}); not retrying: ${brief(err)}`,
+          );
           return { ok: false, status };
         }
         if (attempt >= this.#maxAttempts) {
