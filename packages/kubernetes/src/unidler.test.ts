@@ -296,7 +296,9 @@ describe('KubernetesUnidler against the fake API server', () => {
     // A second requester with its own signal keeps the shared request alive until it aborts too.
     const other = new AbortController();
     u.needPods({ service: svc, servicePort: port(), signal: other.signal });
-    await vi.waitFor(() => expect(server.count('get', 'deployments/scale')).toBe(1));
+    await vi.waitFor(() => expect(server.count('get', 'deployments/scale')).toBe(1), {
+      timeout: 10_000,
+    });
     ac.abort();
     await new Promise((r) => setTimeout(r, 20));
     expect(u.inFlight).toBe(1);
@@ -310,7 +312,9 @@ describe('KubernetesUnidler against the fake API server', () => {
       service: idledService([{ kind: 'Deployment', name: 'api', replicas: 3 }], 'api'),
       servicePort: port('api'),
     });
-    await vi.waitFor(() => expect(server.count('get', 'deployments/scale')).toBe(2));
+    await vi.waitFor(() => expect(server.count('get', 'deployments/scale')).toBe(2), {
+      timeout: 10_000,
+    });
     await u.close();
     expect(u.inFlight).toBe(0);
     u.needPods({ service: svc, servicePort: port() }); // ignored after close

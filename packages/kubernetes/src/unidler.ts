@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
   componentLogger,
@@ -269,8 +270,10 @@ export class KubernetesUnidler {
     );
   }
 
+  /** Logs and counts a refused value once per Service and value (remembered by digest, not copy). */
   #reportInvalid(key: string, raw: unknown, message: string): void {
-    const value = typeof raw === 'string' ? raw : quoteForLog(raw);
+    const text = typeof raw === 'string' ? raw : quoteForLog(raw);
+    const value = createHash('sha256').update(text).digest('base64');
     if (this.#reported.get(key) === value) return;
     this.#reported.set(key, value);
     this.#stats.invalidAnnotations++;
