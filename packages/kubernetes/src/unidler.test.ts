@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { type Logger, noopLogger, type Service } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
@@ -320,6 +322,28 @@ describe('KubernetesUnidler against the fake API server', () => {
     u.needPods({ service: svc, servicePort: port() }); // ignored after close
     expect(u.inFlight).toBe(0);
     expect(u.stats.failed).toBe(0);
+  });
+
+  it('aborts an HTTP request in flight on close() (the signal reaches client-node)', async () => {
+    const arrived: http.IncomingMessage[] = [];
+    const silent = http.createServer((req) => arrived.push(req)); // never answers
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port: p } = silent.address() as AddressInfo;
+      const u = new KubernetesUnidler(kubeConfigFor(`http://127.0.0.1:${p}`));
+      u.needPods({
+        service: idledService([{ kind: 'Deployment', name: 'web', replicas: 3 }]),
+        servicePort: port(),
+      });
+      await vi.waitFor(() => expect(arrived).toHaveLength(1), { timeout: 10_000 });
+      await u.close(); // would hang forever if the fetch were not aborted
+      expect(u.inFlight).toBe(0);
+      expect(u.stats).toMatchObject({ failed: 0, retries: 0 });
+      await vi.waitFor(() => expect(arrived[0]?.destroyed).toBe(true), { timeout: 10_000 });
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it('the signal option stops everything, as close() does', async () => {
