@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Logger, noopLogger, type Service } from '@userspace-proxy/core';
+import { type Logger, noopLogger, type Service, type ServicePortName } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import type { StoredObject } from './test-support/fake-store.js';
@@ -10,6 +10,11 @@ import { IDLED_AT_ANNOTATION, UNIDLE_TARGETS_ANNOTATION } from './unidle-targets
 import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
 
 const IDLED_AT = '2026-12-01T08:00:00Z';
+
+/** The idler's hook, as its brief gives it: KubernetesUnidler must fit it structurally. */
+interface UnidleHook {
+  needPods(request: { service: Service; servicePort: ServicePortName; signal?: AbortSignal }): void;
+}
 
 function workload(resource: string, name: string, replicas: number): StoredObject {
   const kind = {
@@ -85,6 +90,11 @@ describe('KubernetesUnidler against the fake API server', () => {
     });
     return unidler;
   };
+
+  it('is an UnidleHook of the idler', () => {
+    const hook: UnidleHook = make();
+    expect(typeof hook.needPods).toBe('function');
+  });
 
   it("reads each target's scale and writes back the annotation's replicas", async () => {
     server.store.create('deployments', workload('deployments', 'web', 0));

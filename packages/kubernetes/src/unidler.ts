@@ -49,7 +49,7 @@ export interface KubernetesUnidlerOptions extends UnidleTargetsLimits {
   refillPerSecond?: number;
   /** Attempts per target and request while the server is unreachable, busy or in conflict. Default 5. */
   maxAttempts?: number;
-  /** The wait between attempts. Default {@link DEFAULT_BACKOFF} (0.8 s × 2ⁿ up to 30 s, + jitter). */
+  /** The wait between attempts. Default `DEFAULT_BACKOFF`: 0.8 s × 2ⁿ up to 30 s, + up to 100 % jitter. */
   backoff?: BackoffOptions;
   /**
    * After a scale-up, remove the targets it handled from `unidle-targets` (and `idled-at` with the last
