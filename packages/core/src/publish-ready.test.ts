@@ -3,6 +3,14 @@
  * it carries a README and the LICENSE, names no file it does not ship (exports, bin, source maps),
  * has its `workspace:` ranges rewritten, ships no tests, and passes publint and
  * @arethetypeswrong/cli. Both tools run on the local tarball and need no network.
+ *
+ * Why the tarballs ship src/ (without tests and test-support): the `@userspace-proxy/source`
+ * export condition (which lets the workspace typecheck and test without a build) points at
+ * src/*.ts, and every .js.map and .d.ts.map points at src/ too. Shipping the sources makes all of
+ * them true, and gives users go-to-definition into real code and mapped stack traces. The
+ * alternative, stripping the condition at pack time with pnpm's `publishConfig.exports`, would
+ * mean a second exports map to keep in step, and dropping or rewriting the maps as well.
+ * Nothing but this workspace sets that condition, so shipping it changes no user's resolution.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -156,7 +164,11 @@ describe.each(PUBLISHED_PACKAGES)('the tarball of packages/%s', (folder) => {
     }
     const shown = missing.slice(0, 20);
     if (missing.length > shown.length) shown.push(`… and ${missing.length - shown.length} more`);
-    expect(shown, 'names of files the tarball does not hold').toEqual([]);
+    expect(
+      shown,
+      'names of files the tarball does not hold (a .map naming a deleted source is a stale ' +
+        'build output: remove packages/*/dist and run again)',
+    ).toEqual([]);
     expect(files.filter((f) => /\.test\.ts$|(^|\/)test-support\//.test(f))).toEqual([]);
     expect(files.filter((f) => f.endsWith('.tsbuildinfo'))).toEqual([]);
     expect(statSync(join(dir, 'dist', 'index.js')).isFile()).toBe(true);
