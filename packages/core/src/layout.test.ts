@@ -217,6 +217,23 @@ describe('workspace layout (issue 9)', () => {
     expect(problems, problems.join('\n')).toEqual([]);
   });
 
+  it('has no cycle between workspace folders either (dependencies point one way, toward core)', () => {
+    // "packages/core", "examples/standalone", "bench": the folder a file belongs to.
+    const folderOf = (file: string): string =>
+      file.startsWith('bench/') ? 'bench' : file.split('/').slice(0, 2).join('/');
+    const folders = new Map<string, Edge[]>();
+    for (const [from, edges] of graph) {
+      const list = folders.get(folderOf(from)) ?? [];
+      for (const { to, line } of edges) {
+        if (folderOf(to) !== folderOf(from)) list.push({ to: folderOf(to), line });
+      }
+      folders.set(folderOf(from), list);
+    }
+    const problems = cycles(folders).map((component) => component.join(' <-> '));
+    expect(problems, problems.join('\n')).toEqual([]);
+    expect(folders.get('packages/core')?.map((edge) => edge.to) ?? []).toEqual([]);
+  });
+
   it('allows only cycle edges that still exist and still close a cycle', () => {
     const components = cycles(graph);
     const stale = [...CYCLE_EDGES_ALLOWED].filter((entry) => {
