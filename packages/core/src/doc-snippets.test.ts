@@ -4,6 +4,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmdirSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -108,7 +109,11 @@ describe('doc snippets typecheck (issue 9)', () => {
   const folder = snippetFolder();
   // KEEP_SNIPPETS=1 keeps the folder, to run `tsc -p <folder>/tsconfig.json` on it by hand.
   afterAll(() => {
-    if (!process.env.KEEP_SNIPPETS) rmSync(folder, { recursive: true, force: true });
+    if (process.env.KEEP_SNIPPETS) return;
+    rmSync(folder, { recursive: true, force: true });
+    try {
+      rmdirSync(dirname(folder)); // only when no other run is using it
+    } catch {}
   });
 
   it('compiles every ts block of README.md and docs/*.md in one program', () => {
