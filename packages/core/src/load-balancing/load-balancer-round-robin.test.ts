@@ -7,7 +7,7 @@ import {
   MissingServiceEntryError,
 } from '../errors.js';
 import type { Addr, Endpoints } from '../model/model.js';
-import type { ServicePortName } from '../model/service-port-name.js';
+import { type ServicePortName, splitHostPort } from '../model/service-port-name.js';
 import { spyLogger } from '../test-support/spy-logger.js';
 import {
   DEFAULT_MAX_AFFINITY_RECORDS,
@@ -22,17 +22,14 @@ const svc = (port = 'p', name = 'web', namespace = 'ns'): ServicePortName => ({
   port,
 });
 
-/** An Endpoints object from `{ portName: ["host:port", …] }`; hosts are IPv4 or DNS labels. */
+/** An Endpoints object from `{ portName: ["host:port", …] }` (joinHostPort's form). */
 function eps(name: string, ports: Record<string, string[]>, namespace = 'ns'): Endpoints {
   return {
     metadata: { namespace, name },
     subsets: Object.entries(ports).flatMap(([portName, list]) =>
       list.map((hostPort) => {
-        const [ip, port] = hostPort.split(':');
-        return {
-          addresses: [{ ip: ip as string }],
-          ports: [{ name: portName, port: Number(port) }],
-        };
+        const { host, port } = splitHostPort(hostPort) ?? { host: hostPort, port: 0 };
+        return { addresses: [{ ip: host }], ports: [{ name: portName, port }] };
       }),
     ),
   };

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { joinHostPort, servicePortNameString, splitHostPort } from './service-port-name.js';
+import {
+  joinHostPort,
+  servicePortNameString,
+  splitHostPort,
+  splitHostPortText,
+} from './service-port-name.js';
 
 describe('servicePortNameString', () => {
   it('names a port with its port name', () => {
@@ -34,6 +39,32 @@ describe('joinHostPort / splitHostPort', () => {
       'x:8a',
     ]) {
       expect(splitHostPort(bad), bad).toBeUndefined();
+    }
+  });
+});
+
+describe('splitHostPortText (Go net.SplitHostPort, port unchecked)', () => {
+  it('splits bracketed and plain forms, keeping the port as text', () => {
+    expect(splitHostPortText('[::1]:80')).toEqual({ host: '::1', port: '80' });
+    expect(splitHostPortText('1.2.3.4:')).toEqual({ host: '1.2.3.4', port: '' });
+    expect(splitHostPortText(':80')).toEqual({ host: '', port: '80' });
+    expect(splitHostPortText('[]:x')).toEqual({ host: '', port: 'x' });
+    expect(splitHostPortText('host:http')).toEqual({ host: 'host', port: 'http' });
+  });
+  it('rejects what Go rejects: no colon, too many colons, stray brackets', () => {
+    for (const bad of [
+      '',
+      '1.2.3.4',
+      'a:b:c',
+      '::1',
+      '[::1]',
+      '[::1]80',
+      '[::1]:8:0',
+      '[a[b]:1',
+      'a]:1',
+      '[a]b]:80',
+    ]) {
+      expect(splitHostPortText(bad), bad).toBeUndefined();
     }
   });
 });

@@ -32,25 +32,36 @@ export function joinHostPort(host: string, port: number): string {
 }
 
 /**
- * Splits an endpoint string made by {@link joinHostPort}. Returns undefined for anything else, so a
- * caller can reject a malformed value instead of dialling garbage.
+ * Splits "host:port" the way Go's net.SplitHostPort does, with the port left as text (possibly
+ * empty) and unchecked: "[::1]:80" → { host: "::1", port: "80" }. A host is bracketed exactly when it
+ * has a colon, and a bracket never stands in a host. kube-proxy's configuration messages depend on exactly
+ * these rules, so the daemon validates addresses with it; {@link splitHostPort} builds on it for
+ * endpoint strings. Returns undefined for anything else.
+ */
+export function splitHostPortText(hostPort: string): { host: string; port: string } | undefined {
+  if (hostPort.startsWith('[')) {
+    const end = hostPort.indexOf(']');
+    if (end < 0 || hostPort[end + 1] !== ':') return undefined;
+    const host = hostPort.slice(1, end);
+    const port = hostPort.slice(end + 2);
+    if (host.includes('[') || port.includes(':')) return undefined;
+    return { host, port };
+  }
+  const colon = hostPort.lastIndexOf(':');
+  if (colon < 0) return undefined;
+  const host = hostPort.slice(0, colon);
+  if (host.includes(':') || host.includes('[') || host.includes(']')) return undefined;
+  return { host, port: hostPort.slice(colon + 1) };
+}
+
+/**
+ * Splits an endpoint string made by {@link joinHostPort}: a non-empty host and a decimal port of at
+ * most five digits, up to 65535. Returns undefined for anything else, so a caller can reject a
+ * malformed value instead of dialling garbage.
  */
 export function splitHostPort(hostPort: string): { host: string; port: number } | undefined {
-  let host: string;
-  let portText: string;
-  if (hostPort.startsWith('[')) {
-    const end = hostPort.indexOf(']:');
-    if (end < 0) return undefined;
-    host = hostPort.slice(1, end);
-    portText = hostPort.slice(end + 2);
-  } else {
-    const colon = hostPort.lastIndexOf(':');
-    if (colon <= 0 || hostPort.indexOf(':') !== colon) return undefined;
-    host = hostPort.slice(0, colon);
-    portText = hostPort.slice(colon + 1);
-  }
-  if (!/^\d{1,5}$/.test(portText)) return undefined;
-  const port = Number(portText);
-  if (port > 65_535 || host === '') return undefined;
-  return { host, port };
+  const parts = splitHostPortText(hostPort);
+  if (parts === undefined || parts.host === '' || !/^\d{1,5}$/.test(parts.port)) return undefined;
+  const port = Number(parts.port);
+  return port > 65_535 ? undefined : { host: parts.host, port };
 }

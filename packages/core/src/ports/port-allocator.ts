@@ -1,7 +1,4 @@
 import type { Logger } from '../logger.js';
-import { OsPortAllocator } from './port-allocator-os.js';
-import { RangePortAllocator } from './port-allocator-range.js';
-import type { PortRange } from './port-range.js';
 
 /**
  * Hands out the ports proxy sockets listen on in redirect mode (one per Service port), so that a
@@ -23,7 +20,7 @@ export interface PortAllocator {
   release(port: number): void;
 }
 
-/** Options of {@link newPortAllocator}; every one has a default. */
+/** Options of `newPortAllocator` (port-allocator-factory.ts); every one has a default. */
 export interface PortAllocatorOptions {
   /**
    * A source of numbers in [0, 1), used to pick where each search for a free port starts. Default
@@ -34,14 +31,8 @@ export interface PortAllocatorOptions {
   logger?: Logger;
 }
 
-/**
- * The allocator for `range`: the OS allocator ({@link OsPortAllocator}) when `range.base` is 0, as
- * kube-proxy does for an unset `portRange`, and a {@link RangePortAllocator} otherwise.
- * @throws InvalidPortRangeError when `range` has a base but no usable ports (size 0, past 65535).
- */
-export function newPortAllocator(range: PortRange, opts: PortAllocatorOptions = {}): PortAllocator {
-  if (typeof range === 'object' && range !== null && range.base === 0) {
-    return new OsPortAllocator();
-  }
-  return new RangePortAllocator(range, opts);
-}
+// issue 9: a temporary re-export, only for the importers that still name this file (index.ts,
+// proxier/proxier-factory.ts). It closes the cycle port-allocator → port-allocator-factory →
+// port-allocator-os/range → port-allocator, allow-listed in layout.test.ts: once those importers
+// import from './port-allocator-factory.js', delete this line and that allow-list entry.
+export { newPortAllocator } from './port-allocator-factory.js';

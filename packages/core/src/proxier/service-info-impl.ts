@@ -1,21 +1,18 @@
-import type { AffinityType } from '../load-balancing/load-balancer.js';
-import type { ObjectReference, Protocol } from '../model/model.js';
-import type { PortalAddress, ServiceInfo } from '../model/service-info.js';
+import type { ServiceInfo } from '../model/service-info.js';
 import type { ProxySocket } from '../sockets/proxy-socket.js';
 
-/** What a {@link ServiceInfoImpl} is made from. */
-export interface ServiceInfoInit {
-  serviceRef: ObjectReference;
-  protocol: Protocol;
-  portal: PortalAddress;
-  socket: ProxySocket;
-  nodePort: number;
-  externalIPs: readonly string[];
-  loadBalancerIPs: readonly string[];
-  sessionAffinityType: AffinityType;
-  stickyMaxAgeSeconds: number;
-  udpIdleTimeoutMs: number;
-}
+/** The {@link ServiceInfo} members a {@link ServiceInfoImpl} makes itself rather than being given. */
+type OwnMembers = 'proxyPort' | 'activeClients' | 'isAlive' | 'isStarted' | 'isFinished';
+
+/**
+ * What a {@link ServiceInfoImpl} is made from: every {@link ServiceInfo} field the Proxier decides,
+ * derived from the interface so that a new field is declared once and every caller must supply it,
+ * plus the socket (`proxyPort` is read from it; the sessions map and the lifecycle start empty).
+ */
+export type ServiceInfoInit = Omit<ServiceInfo, OwnMembers> & {
+  /** The socket that serves this portal. */
+  readonly socket: ProxySocket;
+};
 
 /**
  * The Proxier's {@link ServiceInfo}: read-only to everyone else, with the lifecycle switches the
@@ -24,19 +21,20 @@ export interface ServiceInfoInit {
  * `isStarted` / `isFinished` to wait for a sync to have taken effect.
  */
 export class ServiceInfoImpl implements ServiceInfo {
-  readonly protocol: Protocol;
-  readonly portal: PortalAddress;
-  readonly proxyPort: number;
-  readonly nodePort: number;
-  readonly externalIPs: readonly string[];
-  readonly loadBalancerIPs: readonly string[];
-  readonly sessionAffinityType: AffinityType;
-  readonly udpIdleTimeoutMs: number;
-  readonly activeClients = new Map<string, unknown>();
+  // Typed through ServiceInfo, where each field is declared and documented once.
+  readonly protocol: ServiceInfo['protocol'];
+  readonly portal: ServiceInfo['portal'];
+  readonly proxyPort: ServiceInfo['proxyPort'];
+  readonly nodePort: ServiceInfo['nodePort'];
+  readonly externalIPs: ServiceInfo['externalIPs'];
+  readonly loadBalancerIPs: ServiceInfo['loadBalancerIPs'];
+  readonly sessionAffinityType: ServiceInfo['sessionAffinityType'];
+  readonly udpIdleTimeoutMs: ServiceInfo['udpIdleTimeoutMs'];
+  readonly activeClients: ServiceInfo['activeClients'] = new Map<string, unknown>();
   /** The socket that serves this portal; the Proxier closes it when the info is replaced. */
   readonly socket: ProxySocket;
-  #serviceRef: ObjectReference;
-  #stickyMaxAgeSeconds: number;
+  #serviceRef: ServiceInfo['serviceRef'];
+  #stickyMaxAgeSeconds: ServiceInfo['stickyMaxAgeSeconds'];
   #alive = true;
   #started = false;
   #finished = false;
@@ -56,12 +54,12 @@ export class ServiceInfoImpl implements ServiceInfo {
   }
 
   /** The Service being proxied. It follows a re-created Service (new uid) without a new socket. */
-  get serviceRef(): ObjectReference {
+  get serviceRef(): ServiceInfo['serviceRef'] {
     return this.#serviceRef;
   }
 
   /** The ClientIP affinity TTL; a change of the TTL alone updates it in place (no new socket). */
-  get stickyMaxAgeSeconds(): number {
+  get stickyMaxAgeSeconds(): ServiceInfo['stickyMaxAgeSeconds'] {
     return this.#stickyMaxAgeSeconds;
   }
 
@@ -78,7 +76,7 @@ export class ServiceInfoImpl implements ServiceInfo {
   }
 
   /** Called by the Proxier when only the Service's identity changed (deleted and re-added). */
-  setServiceRef(ref: ObjectReference): void {
+  setServiceRef(ref: ServiceInfo['serviceRef']): void {
     this.#serviceRef = ref;
   }
 

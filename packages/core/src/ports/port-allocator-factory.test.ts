@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidPortRangeError } from '../errors.js';
-import { newPortAllocator } from './port-allocator.js';
+import { newPortAllocator } from './port-allocator-factory.js';
 import { OsPortAllocator } from './port-allocator-os.js';
 import { RangePortAllocator } from './port-allocator-range.js';
 import { parsePortRange } from './port-range.js';
