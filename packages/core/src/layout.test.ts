@@ -17,13 +17,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
  * Import edges ("from -> to", repo-relative) allowed to close a cycle for now. Each entry names the
  * issue it waits for; the test fails once an entry no longer closes a cycle, so it cannot outlive it.
  */
-const CYCLE_EDGES_ALLOWED = new Set<string>([
-  // issue 9: ports/port-allocator.ts re-exports newPortAllocator only because index.ts and
-  // proxier/proxier-factory.ts (being rewritten) still import it from there. Point both at
-  // './ports/port-allocator-factory.js' / '../ports/port-allocator-factory.js', then delete the
-  // re-export and this entry.
-  'packages/core/src/ports/port-allocator.ts -> packages/core/src/ports/port-allocator-factory.ts',
-]);
+const CYCLE_EDGES_ALLOWED = new Set<string>([]);
 
 /** The most lines a non-test source file has without a reason near its top. */
 const MAX_LINES = 400;
@@ -36,13 +30,7 @@ const REASON = /longer than 400 lines because/i;
  * Source files over {@link MAX_LINES} lines with no reason yet. The test fails once an entry is short
  * enough or has its reason, so the list only shrinks.
  */
-const LONG_FILES_ALLOWED = new Set<string>([
-  // issue 9: the sockets are being rewritten (ProxySocketContext, AcceptPolicy, the shared skeleton of
-  // the TCP and UDP sockets); split them or write their reason, then delete these entries.
-  'packages/core/src/sockets/proxy-socket-tcp.ts',
-  'packages/core/src/sockets/proxy-socket-udp.ts',
-  'packages/core/src/sockets/tcp-relay.ts',
-]);
+const LONG_FILES_ALLOWED = new Set<string>([]);
 
 /** Every .ts file under the src folders of the workspace (and bench/src, scripts), repo-relative. */
 function sourceFiles(): string[] {

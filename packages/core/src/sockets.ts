@@ -22,5 +22,6 @@ export { isNoEndpointsError, refusalReason } from './sockets/refusal.js';
 export { SilenceWheel, type Silent } from './sockets/silence-wheel.js';
 export type { SocketContextOptions, StandaloneSocketContext } from './sockets/socket-context.js';
 export { createSocketContext } from './sockets/socket-context.js';
+export { relayReadPathCounts } from './sockets/tcp-read-path.js';
 export type { TcpRelayOptions } from './sockets/tcp-relay.js';
-export { relayReadPathCounts, TcpRelay } from './sockets/tcp-relay.js';
+export { TcpRelay } from './sockets/tcp-relay.js';

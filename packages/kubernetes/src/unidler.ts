@@ -31,6 +31,9 @@ import {
 /**
  * What the idling socket passes when a held Service port needs pods: the shape of the idler's
  * `UnidleHook.needPods` argument, repeated here so this package does not depend on the idler.
+ *
+ * This file is longer than 400 lines because coalescing, rate limiting, retries and cancellation
+ * act on one per-target state, which splitting would expose between modules.
  */
 export interface NeedPodsRequest {
   /** The Service as the proxy last saw it; its annotations name the targets. */

@@ -30,9 +30,3 @@ export interface PortAllocatorOptions {
   /** tslog-compatible; default silent. */
   logger?: Logger;
 }
-
-// issue 9: a temporary re-export, only for the importers that still name this file (index.ts,
-// proxier/proxier-factory.ts). It closes the cycle port-allocator → port-allocator-factory →
-// port-allocator-os/range → port-allocator, allow-listed in layout.test.ts: once those importers
-// import from './port-allocator-factory.js', delete this line and that allow-list entry.
-export { newPortAllocator } from './port-allocator-factory.js';

@@ -7,7 +7,7 @@ import { EmitterEventRecorder } from '../hooks/event-recorder-emitter.js';
 import { NoopPortalManager } from '../hooks/portal-manager-noop.js';
 import { RoundRobinLoadBalancer } from '../load-balancing/load-balancer-round-robin.js';
 import { componentLogger } from '../logger.js';
-import { newPortAllocator } from '../ports/port-allocator.js';
+import { newPortAllocator } from '../ports/port-allocator-factory.js';
 import { parsePortRange } from '../ports/port-range.js';
 import type { ProxySocketFactory } from '../sockets/proxy-socket.js';
 import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';

@@ -28,12 +28,9 @@ import {
 } from './proxy-socket-options.js';
 import { isNoEndpointsError, refusalReason } from './refusal.js';
 import { TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
-import {
-  adoptAcceptedSocket,
-  ignoreError,
-  RELAY_ONREAD,
-  type TcpRelayOptions,
-} from './tcp-relay.js';
+import { setListenerOptions } from './tcp-listener-options.js';
+import { adoptAcceptedSocket } from './tcp-read-path.js';
+import { ignoreError, RELAY_ONREAD, type TcpRelayOptions } from './tcp-relay.js';
 
 /**
  * Connections accepted before `proxyLoop` starts wait (paused) in a queue of this size; later ones
@@ -397,31 +394,4 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       this.log.info(`accepting again on ${this.describe()}`);
     }
   };
-}
-
-/** What `net.Server` keeps its listening socket's TCP handle as. */
-interface ListenHandle {
-  setNoDelay?: (enable: boolean) => number;
-  setKeepAlive?: (enable: boolean, delaySeconds: number) => number;
-}
-
-/**
- * On Linux an accepted socket is a clone of its listener and inherits TCP_NODELAY and the
- * keep-alive settings, so they are set once on the listening socket, and `net.Server` is told not
- * to set them again on every accepted socket: five setsockopt(2) calls per connection saved (libuv
- * sets keep-alive with four), about 2 % of the proxy's CPU per new connection. Elsewhere, or if the
- * handle refuses, Node keeps setting them per connection, as the server options say.
- */
-function setListenerOptions(server: net.Server, keepAliveMs: number): void {
-  if (process.platform !== 'linux') return;
-  const options = server as unknown as { noDelay?: boolean; keepAlive?: boolean };
-  const handle = (server as unknown as { _handle?: ListenHandle | null })._handle;
-  const inherited =
-    handle != null &&
-    typeof handle.setNoDelay === 'function' &&
-    typeof handle.setKeepAlive === 'function' &&
-    handle.setNoDelay(true) === 0 &&
-    (keepAliveMs <= 0 || handle.setKeepAlive(true, Math.floor(keepAliveMs / 1000)) === 0);
-  options.noDelay = !inherited;
-  options.keepAlive = !inherited && keepAliveMs > 0;
 }

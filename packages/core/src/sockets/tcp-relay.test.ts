@@ -5,13 +5,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../test-support/net-clients.js';
 import { waitFor } from '../test-support/wait-for.js';
+import { adoptAcceptedSocket, relayReadPathCounts } from './tcp-read-path.js';
 import {
-  adoptAcceptedSocket,
   connectForRelay,
   RELAY_LARGE_BUFFER_BYTES,
   RELAY_ONREAD,
   RELAY_SHARED_BUFFER_BYTES,
-  relayReadPathCounts,
   TcpRelay,
 } from './tcp-relay.js';
 

@@ -22,7 +22,8 @@ export type { RecordedRequest } from './api-request.js';
  * clean and abrupt watch drops, Events (create, JSON/merge patch), Service patches, and the `scale`
  * subresource of apps/v1 Deployments, StatefulSets and ReplicaSets (GET, PUT with a resource-version
  * precondition, JSON/merge PATCH). Every request is recorded, so a test can check what the client did,
- * and that RBAC allows it.
+ * and that RBAC allows it. It is longer than 400 lines because every route shares the one store,
+ * resource-version clock and request log that make the protocol faithful.
  */
 
 export interface FakeApiServerOptions {
