@@ -137,15 +137,33 @@ export async function connRate(
   return r.requestsPerSecond;
 }
 
-/** iperf3 UDP at `pps` datagrams/s (0: unlimited) of `size` bytes: delivered pps and loss %. */
+/**
+ * iperf3 UDP at `pps` datagrams/s (0: unlimited) of `size` bytes: delivered pps, loss %, and the
+ * rate iperf3 managed to offer (on a busy machine the sender may fall short of a fixed rate). Both
+ * iperf3 ends get 4 MiB socket buffers (`-w 4M`, capped by net.core.rmem_max): with the 208 KiB
+ * default, iperf3's own receiver drops datagrams whenever it is descheduled for a few ms, and the
+ * figure would be about iperf3, not about the proxy.
+ */
 export async function udp(
   ctx: Ctx,
   address: string,
   size: number,
   pps: number,
-): Promise<{ deliveredPps: number; lostPercent: number }> {
+): Promise<{ deliveredPps: number; lostPercent: number; offeredPps: number }> {
   const rate = pps === 0 ? '0' : `${pps * size * 8}`;
-  const args = ['-c', address, '-p', `${PORTS.iperf}`, '-u', '-b', rate, '-l', `${size}`];
+  const args = [
+    '-c',
+    address,
+    '-p',
+    `${PORTS.iperf}`,
+    '-u',
+    '-b',
+    rate,
+    '-l',
+    `${size}`,
+    '-w',
+    '4M',
+  ];
   args.push('-t', `${ctx.dur.seconds}`, '-J');
   const r = await runParsed(
     ctx,
@@ -156,7 +174,11 @@ export async function udp(
   );
   // The iperf3 server needs a moment after a UDP test before it takes the next one.
   await sleep(300);
-  return { deliveredPps: r.deliveredPps, lostPercent: r.lostPercent };
+  return {
+    deliveredPps: r.deliveredPps,
+    lostPercent: r.lostPercent,
+    offeredPps: r.sentPackets / r.seconds,
+  };
 }
 
 /** sockperf ping-pong, 64 B: the median half round trip in µs. */

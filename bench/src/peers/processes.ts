@@ -113,13 +113,15 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 /**
  * Stops every tracked process on the way out: normal exit, an uncaught error, Ctrl-C (SIGINT),
- * SIGTERM or SIGHUP. Returns a function that removes the handlers again.
+ * SIGTERM or SIGHUP (then `cleanup` runs too: the run directory goes). Returns a function that
+ * removes the handlers again.
  */
-export function stopOnExit(procs: Processes): () => void {
+export function stopOnExit(procs: Processes, cleanup: () => void = () => {}): () => void {
   const onExit = () => procs.killAllNow();
   const onSignal = (signal: NodeJS.Signals) => {
     console.error(`\n${signal}: stopping every server the benchmark started`);
     procs.killAllNow();
+    cleanup();
     process.exit(signal === 'SIGINT' ? 130 : 143);
   };
   process.on('exit', onExit);
