@@ -47,8 +47,9 @@ export class MeasurementError extends Error {
 const bound = (d: Durations) => (d.seconds + 15) * 1000;
 
 /**
- * Runs a tool and parses its output; an iperf3 server still busy with the previous test (it needs
- * a moment after a UDP flood) gets one second and one more try.
+ * Runs a tool and parses its output. One more try, after a second, for an iperf3 server still busy
+ * with the previous test (it needs a moment after a UDP flood) and for a run that timed out (iperf3
+ * 3.12 now and then never ends a UDP flood on a loaded machine).
  */
 async function runParsed<T>(
   ctx: Ctx,
@@ -64,7 +65,7 @@ async function runParsed<T>(
       return parse(out.stdout);
     } catch (err) {
       const busy = err instanceof ToolOutputError && /busy/.test(err.message);
-      if (!busy || attempt > 0) {
+      if (!(busy || out.timedOut) || attempt > 0) {
         throw err instanceof ToolOutputError ? new MeasurementError(what, out) : err;
       }
       await sleep(1000);

@@ -107,8 +107,8 @@ export async function runPeers(opts: PeersOptions): Promise<PeersResult> {
     const backends = await startBackends(procs, box, layout, dir, notes);
     const holder = new LineChannel(backends.holder);
     const peers = new Map<PeerId, RunningPeer>();
+    const daemon = { main: opts.daemonMain, extraArgs: opts.daemonArgs };
     for (const id of opts.peers.length ? opts.peers : ALL_PEERS) {
-      const daemon = { main: opts.daemonMain, extraArgs: opts.daemonArgs };
       const peer = await startPeer(id, procs, box, layout, dir, daemon, notes);
       if (peer) {
         peers.set(id, peer);
@@ -116,8 +116,16 @@ export async function runPeers(opts: PeersOptions): Promise<PeersResult> {
         opts.log(`${id} up on ${peer.address} (pid ${peer.pid})`);
       }
     }
+    // A peer restarted for the idle test replaces the old one for every later measurement.
+    const restart = async (old: RunningPeer): Promise<RunningPeer> => {
+      await procs.stop(old.child);
+      const fresh = await startPeer(old.id, procs, box, layout, dir, daemon, notes);
+      if (!fresh) throw new Error(`${old.id} did not come back after its restart`);
+      peers.set(old.id, fresh);
+      return fresh;
+    };
     const ctx: Ctx = { procs, box, dur };
-    const steps = plan(ctx, backends.ok, holder, notes, opts.only);
+    const steps = plan(ctx, backends.ok, holder, restart, notes, opts.only);
     for (let rep = 0; rep < opts.reps; rep++) {
       for (const [i, step] of steps.entries()) {
         const order = rotate(subjects, rep + i);
@@ -176,6 +184,7 @@ function plan(
   ctx: Ctx,
   ok: { iperf: boolean; http: boolean; sockperf: boolean },
   holder: LineChannel,
+  restart: (peer: RunningPeer) => Promise<RunningPeer>,
   notes: string[],
   only: MeasureGroup[],
 ): PlannedStep[] {
@@ -235,8 +244,12 @@ function plan(
       rttUdp: await pingPong(ctx, address, 'udp'),
     }));
   } else skipped('ping', 'sockperf');
-  add('idle RSS', 'idle', proxies, async (_s, address, peer) => ({
-    idleRss: peer ? await idleRss(ctx, address, peer.pid, holder) : null,
-  }));
+  // On a freshly started peer: a process that has held 9 000 connections before keeps its pools
+  // (HAProxy's read 3.4 KB per connection once, then 0), so a second measurement would see no growth.
+  add('idle RSS', 'idle', proxies, async (_s, address, peer) => {
+    if (!peer) return { idleRss: null };
+    const fresh = await restart(peer);
+    return { idleRss: await idleRss(ctx, address, fresh.pid, holder) };
+  });
   return steps;
 }

@@ -26,6 +26,8 @@ export interface RunningPeer {
   pid: number;
   /** False for HAProxy: the UDP measures are left out for it. */
   udp: boolean;
+  /** The process started, to stop it (and restart the peer fresh for the idle test). */
+  child: ChildProcess;
 }
 
 /** The hex form /proc/net/{tcp,udp} print a local IPv4 address and port in (little-endian host). */
@@ -219,7 +221,7 @@ export async function startPeer(
     await procs.stop(child);
     return skip(notes, id, `did not start: ${problem}: ${tail(log)}`);
   }
-  return { id, address: ip, pid: child.pid, udp };
+  return { id, address: ip, pid: child.pid, udp, child };
 }
 
 function skip(notes: string[], id: PeerId, why: string): null {
