@@ -40,22 +40,29 @@ function panel(
   top: number,
 ): { svg: string[]; width: number } {
   const groupW = peers.length * BAR + GAP;
-  const width = LEFT + p.defs.length * groupW + 10;
-  let max = 1;
+  // Wide enough for the title too (about 6.5 px per character at 11 px, bold).
+  const width = Math.max(LEFT + p.defs.length * groupW + 10, LEFT + p.title.length * 6.5);
+  let top1 = 1;
   for (const def of p.defs)
-    for (const s of peers) max = Math.max(max, summary[def.id]?.[s]?.ratio?.max ?? 0);
-  max = Math.ceil(max * 4) / 4;
+    for (const s of peers) top1 = Math.max(top1, summary[def.id]?.[s]?.ratio?.max ?? 0);
+  // At most about 8 grid lines, at a round step.
+  const step = [0.25, 0.5, 1, 2, 5, 10].find((st) => top1 / st <= 8) ?? 20;
+  const max = Math.ceil(top1 / step) * step;
   const y = (v: number) => top + 24 + PANEL_H - (v / max) * PANEL_H;
   const out: string[] = [
     `<text x="${LEFT}" y="${top + 14}" font-weight="bold">${esc(p.title)}</text>`,
   ];
-  for (let t = 0; t <= max + 1e-9; t += max > 2 ? 0.5 : 0.25) {
+  for (let t = 0; t <= max + 1e-9; t += step) {
     const yy = y(t).toFixed(1);
     out.push(
-      `<line x1="${LEFT - 4}" y1="${yy}" x2="${width}" y2="${yy}" stroke="${t === 1 ? '#333' : '#ddd'}"${t === 1 ? ' stroke-dasharray="4 3"' : ''}/>`,
-      `<text x="${LEFT - 8}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end">${t.toFixed(2)}</text>`,
+      `<line x1="${LEFT - 4}" y1="${yy}" x2="${width}" y2="${yy}" stroke="#ddd"/>`,
+      `<text x="${LEFT - 8}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end">${step < 1 ? t.toFixed(2) : t}</text>`,
     );
   }
+  // Direct, whether or not 1 is on the grid.
+  out.push(
+    `<line x1="${LEFT - 4}" y1="${y(1).toFixed(1)}" x2="${width}" y2="${y(1).toFixed(1)}" stroke="#333" stroke-dasharray="4 3"/>`,
+  );
   p.defs.forEach((def, g) => {
     const gx = LEFT + 8 + g * groupW;
     peers.forEach((s, k) => {
@@ -75,15 +82,14 @@ function panel(
     });
     const label = def.label.replace(/^(TCP bulk|new connections\/s|64 B half round trip), /, '');
     out.push(
-      `<text x="${gx + (peers.length * BAR) / 2}" y="${top + 24 + PANEL_H + 16}" text-anchor="middle">${esc(shortLabel(def, label))}</text>`,
+      `<text x="${gx + (peers.length * BAR) / 2}" y="${top + 24 + PANEL_H + 16}" text-anchor="middle" font-size="10">${esc(shortLabel(def, label))}</text>`,
     );
   });
   return { svg: out, width };
 }
 
 function shortLabel(def: MeasureDef, rest: string): string {
-  if (def.group === 'bulk')
-    return `bulk ${rest.replace(' stream', ' str').replace('streams', 'str')}`;
+  if (def.group === 'bulk') return `TCP ${rest}`;
   if (def.group === 'conn') return `conn/s ${rest}`;
   if (def.group === 'udp') return def.id === 'udp64' ? 'UDP 64 B' : 'UDP 1400 B';
   return rest;

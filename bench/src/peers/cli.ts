@@ -21,6 +21,9 @@ export const PEERS_HELP = `usage: pnpm bench --peers [--reps N] [--quick] [--wri
   --write           write the table into docs/benchmarks.md (between <!-- peers:start/end -->)
                     and the chart into docs/benchmarks-peers.svg
   --note TEXT       a sentence printed (and written) with the table, e.g. about the machine
+  --json FILE       also write the raw result (every repetition's figures) to FILE
+  --render FILE     do not run: print (and with --write, write) the table and chart of a
+                    result that --json saved
   --only GROUPS     comma-separated: ${GROUPS.join(',')}
   --subjects PEERS  comma-separated: haproxy,nginx,naive,daemon (direct always runs)
   --daemon-arg ARG  an extra daemon flag after --config FILE (repeatable)
@@ -47,6 +50,10 @@ export interface PeersArgs {
   build: boolean;
   note: string;
   help: boolean;
+  /** `--json FILE`: the raw result (every repetition's figure) is written there. */
+  json: string;
+  /** `--render FILE`: no run; the table and chart are made from a result `--json` wrote. */
+  render: string;
 }
 
 /** Parses the arguments after `pnpm bench` (with `--peers` among them); refuses what it does not know. */
@@ -57,6 +64,8 @@ export function parsePeersArgs(argv: readonly string[]): PeersArgs {
     build: true,
     note: '',
     help: false,
+    json: '',
+    render: '',
   };
   const value = (i: number, flag: string): string => {
     const v = argv[i + 1];
@@ -77,6 +86,8 @@ export function parsePeersArgs(argv: readonly string[]): PeersArgs {
         throw new PeersUsageError('--reps needs a whole number from 1 to 50');
       out.run.reps = n;
     } else if (a === '--note') out.note = value(i++, a);
+    else if (a === '--json') out.json = value(i++, a);
+    else if (a === '--render') out.render = value(i++, a);
     else if (a === '--daemon-arg') out.run.daemonArgs.push(value(i++, a));
     else if (a === '--only') {
       out.run.only = listOf(value(i++, a), GROUPS, a);
@@ -130,14 +141,21 @@ export async function peersMain(argv: readonly string[]): Promise<void> {
   const args = parsePeersArgs(argv);
   if (args.help) return void console.log(PEERS_HELP);
   const log = (s: string) => console.error(`[peers] ${s}`);
-  const daemonMain = `${root}packages/server/dist/main.js`;
-  if (args.build) {
-    log('building the packages (tsc -b tsconfig.build.json) …');
-    build();
+  let result: PeersResult;
+  if (args.render) {
+    result = JSON.parse(readFileSync(args.render, 'utf8')) as PeersResult;
+  } else {
+    const daemonMain = `${root}packages/server/dist/main.js`;
+    if (args.build) {
+      log('building the packages (tsc -b tsconfig.build.json) …');
+      build();
+    }
+    if (!existsSync(daemonMain)) {
+      log(`${daemonMain} is missing (build first): the daemon will be skipped`);
+    }
+    result = await runPeers({ ...args.run, daemonMain, log });
+    if (args.json) writeFileSync(args.json, `${JSON.stringify(result, null, 1)}\n`);
   }
-  if (!existsSync(daemonMain))
-    log(`${daemonMain} is missing (build first): the daemon will be skipped`);
-  const result = await runPeers({ ...args.run, daemonMain, log });
   console.log(peersBlock(result, args.note).replace(/\n\n!\[[^\n]*$/, ''));
   if (args.write) {
     writeDocs(result, args.note);

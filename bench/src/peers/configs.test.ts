@@ -101,6 +101,8 @@ describe('command line', () => {
       '--note',
       'quiet machine',
     ]);
+    expect(parsePeersArgs(['--peers', '--json', 'r.json']).json).toBe('r.json');
+    expect(parsePeersArgs(['--peers', '--render', 'r.json']).render).toBe('r.json');
     expect(a).toEqual({
       run: {
         reps: 2,
@@ -114,6 +116,8 @@ describe('command line', () => {
       build: false,
       note: 'quiet machine',
       help: false,
+      json: '',
+      render: '',
     });
   });
 
