@@ -138,7 +138,15 @@ function build(): void {
 
 /** `pnpm bench --peers …`: parse, build, run, print, and with `--write` write the docs. */
 export async function peersMain(argv: readonly string[]): Promise<void> {
-  const args = parsePeersArgs(argv);
+  let args: PeersArgs;
+  try {
+    args = parsePeersArgs(argv);
+  } catch (err) {
+    if (!(err instanceof PeersUsageError)) throw err;
+    console.error(err.message);
+    process.exitCode = 2;
+    return;
+  }
   if (args.help) return void console.log(PEERS_HELP);
   const log = (s: string) => console.error(`[peers] ${s}`);
   let result: PeersResult;
