@@ -50,7 +50,7 @@ const title = npmMissing
   : '@userspace-proxy/core installed from its tarball';
 
 describe.skipIf(npmMissing)(title, () => {
-  it('typechecks strictly and runs a program built on the public surface', async () => {
+  it('typechecks strictly and runs a holding socket built on the public surface: held early bytes reach the backend after hand-over', async () => {
     const packed: PackedPackage[] = await packPackages(withWorkspaceDependencies('core'));
     if (packed[0]) cleanups.push(dirname(packed[0].tarball));
 

@@ -1,24 +1,26 @@
 /**
  * The program that pack-install.test.ts compiles and runs in a fresh npm project outside the
- * workspace, against @userspace-proxy/core installed from its `pnpm pack` tarball. It must use the
+ * workspace, against @userspace-proxy/core installed from its `pnpm pack` tarball. It uses the
  * published surface only (the root entry point and the documented subpaths), because that is all a
  * third party has. The test compiles it with `strict` and `skipLibCheck: false`, runs it with node,
  * and expects the line "OK" on stdout and exit code 0.
  *
- * For now it proves the plain path: a Proxier in service-port-portal mode, one Service on a random
- * 127.x.y.z address, one echo endpoint, a round trip through the proxy. It is meant to grow into a
- * holding socket built on the accept-policy surface (issue 9): replace the body, keep the contract
- * (print "OK", exit 0; print what went wrong and exit non-zero otherwise).
+ * What it proves (issue 9): a holding socket is an accept policy plus a queue. A Service with no
+ * endpoints is served by the default TCP socket with a policy that holds every client; a client
+ * connects and sends its request at once; the endpoint then appears; the push signal of the
+ * socket's context hands the held client over; and the early bytes reach the backend first.
  */
+
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import {
-  type Endpoints,
-  EndpointsConfig,
-  newProxier,
-  type Service,
-  ServiceConfig,
-  StaticInformer,
+  type AcceptedConnection,
+  type AcceptPolicy,
+  createProxySocketFactory,
+  newCustomProxier,
+  type ProxySocketContext,
 } from '@userspace-proxy/core';
+import { CHANNELS, type RefusedMessage } from '@userspace-proxy/core/diagnostics';
 import { LogLimiter } from '@userspace-proxy/core/sockets';
 
 /** The whole program gives up after this long, so a hang fails the test with a message. */
@@ -30,25 +32,44 @@ function randomLoopback(): string {
   return `127.${byte(20, 250)}.${byte(1, 250)}.${byte(1, 250)}`;
 }
 
-/** A TCP server on 127.0.0.1 that writes back whatever it reads. */
-async function echoServer(): Promise<{ server: Server; port: number }> {
-  const server = createServer((socket) => socket.pipe(socket));
+/** A backend that records the first bytes each connection sends and answers "<bytes>!". */
+async function recordingBackend(): Promise<{ server: Server; port: number; seen: string[] }> {
+  const seen: string[] = [];
+  const server = createServer((socket) => {
+    socket.setEncoding('utf8');
+    socket.once('data', (chunk: string) => {
+      seen.push(chunk);
+      socket.end(`${chunk}!`);
+    });
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('echo server: no address');
-  return { server, port: address.port };
+  if (address === null || typeof address === 'string') throw new Error('backend: no address');
+  return { server, port: address.port, seen };
 }
 
-/** Connects once; resolves with the socket, rejects with the connection error. */
-function dial(host: string, port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port });
-    socket.once('connect', () => {
-      socket.off('error', reject);
-      resolve(socket);
+/** Holds every client while the Service port has no endpoints; hands them over when they come. */
+class HoldingPolicy implements AcceptPolicy {
+  readonly held: AcceptedConnection[] = [];
+  readonly #context: ProxySocketContext;
+  readonly #off: () => void;
+
+  constructor(context: ProxySocketContext) {
+    this.#context = context;
+    this.#off = context.onEndpointsChanged(({ hasEndpoints }) => {
+      if (hasEndpoints) for (const connection of this.held.splice(0)) connection.proxy();
     });
-    socket.once('error', reject);
-  });
+  }
+
+  accept(connection: AcceptedConnection): 'proxy' | 'hold' {
+    if (this.#context.loadBalancer.serviceHasEndpoints(this.#context.servicePort)) return 'proxy';
+    this.held.push(connection);
+    return 'hold';
+  }
+
+  close(): void {
+    this.#off();
+  }
 }
 
 /** Dials until the proxy listens (syncs are asynchronous), logging refusals at most once a second. */
@@ -56,90 +77,89 @@ async function dialUntilListening(host: string, port: number, deadline: number):
   const quiet = new LogLimiter(1_000);
   for (;;) {
     try {
-      return await dial(host, port);
+      return await new Promise<Socket>((resolve, reject) => {
+        const socket = connect({ host, port });
+        socket.once('connect', () => {
+          socket.off('error', reject);
+          resolve(socket);
+        });
+        socket.once('error', reject);
+      });
     } catch (error) {
       if (Date.now() > deadline) throw error;
-      const suppressed = quiet.take();
-      if (suppressed >= 0) {
-        console.error(`waiting for ${host}:${port}: ${String(error)} (${suppressed} more)`);
-      }
+      if (quiet.take() >= 0) console.error(`waiting for ${host}:${port}: ${String(error)}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
 }
 
-/** Writes `text` and resolves with what comes back once as many bytes have arrived. */
-function roundTrip(socket: Socket, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let received = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
-      received += chunk;
-      if (received.length >= text.length) resolve(received);
-    });
-    socket.once('error', reject);
-    socket.once('close', () => reject(new Error(`closed after ${JSON.stringify(received)}`)));
-    socket.write(text);
-  });
-}
-
 async function main(): Promise<void> {
   const deadline = Date.now() + DEADLINE_MS;
-  const timer = setTimeout(() => {
-    console.error(`no result within ${DEADLINE_MS} ms`);
-    process.exit(2);
-  }, DEADLINE_MS + 2_000);
-
-  const echo = await echoServer();
+  const backend = await recordingBackend();
+  const refusals: RefusedMessage[] = [];
+  diagnosticsChannel.subscribe(CHANNELS.refused, (m) => refusals.push(m as RefusedMessage));
+  const policies: HoldingPolicy[] = [];
+  const factory = createProxySocketFactory({
+    acceptPolicy: (context) => {
+      const policy = new HoldingPolicy(context);
+      policies.push(policy);
+      return policy;
+    },
+  });
+  const proxier = await newCustomProxier(
+    { mode: 'service-port-portal', nodePortAddresses: [] },
+    factory,
+  );
+  const stop = new AbortController();
+  const loop = proxier.syncLoop(stop.signal);
   const ip = randomLoopback();
-  const port = 20_000 + Math.floor(Math.random() * 40_000);
-
-  const services = new StaticInformer<Service>({ kind: 'Service' });
-  const endpoints = new StaticInformer<Endpoints>({ kind: 'Endpoints' });
-  const proxier = await newProxier({ mode: 'service-port-portal' });
-  const serviceConfig = new ServiceConfig(services);
-  serviceConfig.registerEventHandler(proxier);
-  const endpointsConfig = new EndpointsConfig(endpoints);
-  endpointsConfig.registerEventHandler(proxier);
-
-  const stopping = new AbortController();
-  const running = Promise.all([
-    serviceConfig.run(stopping.signal),
-    endpointsConfig.run(stopping.signal),
-    proxier.syncLoop(stopping.signal),
-  ]);
-
-  services.add({
-    metadata: { namespace: 'demo', name: 'echo' },
-    spec: { clusterIP: ip, ports: [{ name: 'tcp', protocol: 'TCP', port }] },
+  const svc = { namespace: 'demo', name: 'held', port: 'http' };
+  proxier.onServiceAdd({
+    metadata: { namespace: 'demo', name: 'held' },
+    spec: { clusterIP: ip, ports: [{ name: 'http', protocol: 'TCP', port: 8080 }] },
   });
-  endpoints.add({
-    metadata: { namespace: 'demo', name: 'echo' },
-    subsets: [
-      {
-        addresses: [{ ip: '127.0.0.1' }],
-        ports: [{ name: 'tcp', protocol: 'TCP', port: echo.port }],
-      },
-    ],
-  });
-
+  proxier.onServiceSynced();
+  proxier.onEndpointsSynced();
   try {
-    const client = await dialUntilListening(ip, port, deadline);
-    const reply = await roundTrip(client, 'ping through the proxy');
-    client.destroy();
-    if (reply !== 'ping through the proxy')
-      throw new Error(`unexpected reply ${JSON.stringify(reply)}`);
+    const client = await dialUntilListening(ip, 8080, deadline);
+    client.setEncoding('utf8');
+    let reply = '';
+    client.on('data', (chunk: string) => {
+      reply += chunk;
+    });
+    const ended = new Promise<void>((resolve) => client.once('end', resolve));
+    client.write('early-bytes');
+    // Wait until the socket holds the client and has read what it sent.
+    while (policies[0]?.held[0]?.heldBytes !== 'early-bytes'.length) {
+      if (Date.now() > deadline) throw new Error('the client was never held');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    if (backend.seen.length !== 0) throw new Error('the backend heard from a held client');
+    proxier.onEndpointsAdd({
+      metadata: { namespace: 'demo', name: 'held' },
+      subsets: [
+        { addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'http', port: backend.port }] },
+      ],
+    });
+    await ended;
+    if (backend.seen[0] !== 'early-bytes')
+      throw new Error(`the backend saw ${String(backend.seen[0])}`);
+    if (reply !== 'early-bytes!') throw new Error(`the client got ${JSON.stringify(reply)}`);
+    if (proxier.getServiceInfo(svc) === undefined) throw new Error('no ServiceInfo');
+    if (refusals.length !== 0) throw new Error(`unexpected refusals: ${JSON.stringify(refusals)}`);
     console.log('OK');
   } finally {
-    stopping.abort();
     await proxier.shutdown();
-    await running;
-    await new Promise((resolve) => echo.server.close(resolve));
-    clearTimeout(timer);
+    stop.abort();
+    await loop;
+    backend.server.close();
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
