@@ -13,6 +13,7 @@ import {
   service,
   useProxierHarness,
 } from '../test-support/proxier-harness.js';
+import { spyLogger } from '../test-support/spy-logger.js';
 import type { ProxierOptions } from './proxier.js';
 import { newCustomProxier } from './proxier-factory.js';
 import type { UserspaceProxier } from './proxier-userspace.js';
@@ -72,11 +73,17 @@ describe('newCustomProxier options', () => {
 
 describe('initialization', () => {
   it('does not sync before both Services and endpoints have synced', async () => {
-    const h = await start({}, false);
+    const logger = spyLogger();
+    const h = await start({ logger }, false);
     h.proxier.onServiceAdd(service('a'));
     h.proxier.onServiceSynced();
     h.proxier.sync();
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The requested sync ran, and declined: proof that it opened nothing, not a wait.
+    await vi.waitFor(() =>
+      expect(logger.debug).toHaveBeenCalledWith(
+        'not syncing until Services and endpoints have been received',
+      ),
+    );
     expect(h.sockets.all).toHaveLength(0);
     expect(h.proxier.isInitialized()).toBe(false);
     expect(h.proxier.pendingChanges()).toBe(1);
