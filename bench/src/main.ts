@@ -13,7 +13,9 @@ const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,mem
   --profile DIR  the proxy host processes write V8 CPU profiles (.cpuprofile) into DIR
   --sources run the proxy from core's TypeScript sources through tsx instead of building
             packages/core first (tsx wraps every named function expression in __name(), which
-            costs CPU and about 2.5 KB per proxied connection that the build does not)`;
+            costs CPU and about 2.5 KB per proxied connection that the build does not)
+  --peers   instead: HAProxy, nginx, a naive relay and the daemon with iperf3, wrk and sockperf
+            (pnpm bench --peers --help)`;
 
 const START = '<!-- suite:start -->';
 const END = '<!-- suite:end -->';
@@ -48,6 +50,7 @@ function buildCore(): void {
 }
 
 async function main(argv: string[]): Promise<void> {
+  if (argv.includes('--peers')) return (await import('./peers/cli.js')).peersMain(argv);
   if (argv.includes('--help')) return void console.log(HELP);
   const cfg: SuiteConfig = { ...(argv.includes('--smoke') ? SMOKE : FULL) };
   const reps = argv.indexOf('--reps');

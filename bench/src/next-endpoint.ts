@@ -9,7 +9,9 @@
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { mulberry32, RoundRobinLoadBalancer, type ServicePortName } from '@userspace-proxy/core';
+import { RoundRobinLoadBalancer, type ServicePortName } from '@userspace-proxy/core';
+// The seeded generator is internal to core; the bench is private and reads it from source.
+import { mulberry32 } from '../../packages/core/src/load-balancing/random.js';
 
 /** Options of {@link benchNextEndpoint}; the defaults are the documented figures' setup. */
 export interface NextEndpointBenchOptions {

@@ -1,11 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import {
-  CHANNELS,
-  type Endpoints,
-  newProxier,
-  type Proxier,
-  type Service,
-} from '@userspace-proxy/core';
+import { type Endpoints, newProxier, type Proxier, type Service } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { until } from './proxy-host.js';
 
 /** What programming many Services costs the Proxier. */

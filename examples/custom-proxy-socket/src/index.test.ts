@@ -1,6 +1,7 @@
 import { connect, createServer, type Server } from 'node:net';
+import { createProxySocketFactory, newCustomProxier, type Proxier } from '@userspace-proxy/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { newCountingProxier } from './index.js';
+import { holdUntilEndpoints, newCountingProxier } from './index.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -43,7 +44,7 @@ async function until(check: () => boolean | Promise<boolean>): Promise<void> {
 describe('custom-proxy-socket example', () => {
   it('counts new connections and refuses those over the rate', async () => {
     let now = 0;
-    const { proxier, sockets } = await newCountingProxier(
+    const { proxier, policies } = await newCountingProxier(
       { mode: 'service-port-portal', nodePortAddresses: ['127.0.0.0/8'] },
       { maxNewPerSecond: 2, now: () => now },
     );
@@ -69,23 +70,55 @@ describe('custom-proxy-socket example', () => {
     proxier.onEndpointsSynced();
     const svc = { namespace: 'demo', name: 'web', port: 'http' };
     await until(() => proxier.getServiceInfo(svc)?.isStarted() === true);
-    expect(sockets).toHaveLength(1);
-    const [socket] = sockets;
+    expect(policies).toHaveLength(1);
+    const [policy] = policies;
 
     expect(await ask(ip, 8080)).toBe('hello');
     expect(await ask(ip, 8080)).toBe('hello');
     expect(await ask(ip, 8080)).toBe(''); // the third in this second is refused
-    expect(socket?.counts).toEqual({ accepted: 2, refused: 1 });
+    expect(policy?.counts).toMatchObject({ accepted: 2, refused: 1 });
 
     now += 1000; // a new second
     expect(await ask(ip, 8080)).toBe('hello');
-    expect(socket?.counts).toEqual({ accepted: 3, refused: 1 });
+    expect(policy?.counts).toMatchObject({ accepted: 3, refused: 1 });
+    await until(() => policy?.counts.open === 0);
 
     // A socket that closes (here: the Service is deleted) leaves the list.
     proxier.onServiceDelete({
       metadata: { namespace: 'demo', name: 'web' },
       spec: { clusterIP: ip, ports: [{ name: 'http', protocol: 'TCP', port: 8080 }] },
     });
-    await until(() => sockets.length === 0);
+    await until(() => policies.length === 0);
+  });
+
+  it('holds a client while the Service has no endpoints and hands it over when they come', async () => {
+    const proxier: Proxier = await newCustomProxier(
+      { mode: 'service-port-portal', nodePortAddresses: [] },
+      createProxySocketFactory({ acceptPolicy: holdUntilEndpoints }),
+    );
+    const stop = new AbortController();
+    const loop = proxier.syncLoop(stop.signal);
+    cleanups.push(async () => {
+      await proxier.shutdown();
+      stop.abort();
+      await loop;
+    });
+    const ip = `127.1.${100 + Math.floor(Math.random() * 150)}.${1 + Math.floor(Math.random() * 250)}`;
+    proxier.onServiceAdd({
+      metadata: { namespace: 'demo', name: 'idle' },
+      spec: { clusterIP: ip, ports: [{ name: 'http', protocol: 'TCP', port: 8080 }] },
+    });
+    proxier.onServiceSynced();
+    proxier.onEndpointsSynced();
+    const svc = { namespace: 'demo', name: 'idle', port: 'http' };
+    await until(() => proxier.getServiceInfo(svc)?.isStarted() === true);
+    const reply = ask(ip, 8080);
+    // The client waits, held; the endpoint arrives; the held client gets its answer.
+    const port = await backend();
+    proxier.onEndpointsAdd({
+      metadata: { namespace: 'demo', name: 'idle' },
+      subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'http', port }] }],
+    });
+    expect(await reply).toBe('hello');
   });
 });

@@ -1,5 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { Protocol } from './model.js';
+import type { Protocol } from './model/model.js';
 
 /**
  * Core publishes what happens on `node:diagnostics_channel` channels, which cost nothing when nobody
@@ -27,6 +27,12 @@ export const CHANNELS = {
   serviceChange: 'userspace-proxy:service:change',
   /** An object from a source was malformed and ignored. {@link ObjectRejectedMessage} */
   objectRejected: 'userspace-proxy:object:rejected',
+  /**
+   * A relayed socket could not use the copy-free read path and fell back to a slower one (a Node
+   * upgrade that moved net.Socket's internals, an injected `connect` that drops `onread`).
+   * {@link RelayFallbackMessage}
+   */
+  relayFallback: 'userspace-proxy:relay:fallback',
 } as const;
 
 /** Labels shared by every per-Service message. */
@@ -68,7 +74,30 @@ export interface DialErrorMessage extends ServiceLabels {
 /** A client was turned away, and why: the daemon counts refusals per reason. */
 export interface RefusedMessage extends ServiceLabels {
   /** No endpoint, every dial failed, a connection or session limit, or anything else. */
-  reason: 'no-endpoints' | 'dial-failed' | 'connection-limit' | 'udp-session-limit' | 'other';
+  reason:
+    | 'no-endpoints'
+    | 'dial-failed'
+    | 'connection-limit'
+    | 'udp-session-limit'
+    | 'policy'
+    | 'other';
+  /** For `policy`: the reason the accept policy gave (an idler's `hold-timeout`, say). */
+  detail?: string;
+}
+
+/**
+ * How a relayed socket reads: `in-place` is the copy-free path (the accepted socket switched to
+ * the relay's buffers), `moved-handle` the same path at the cost of one more socket object,
+ * `data-events` Node's ordinary reads (a Buffer per read).
+ */
+export type RelayReadPath = 'in-place' | 'moved-handle' | 'data-events';
+
+/** A relayed socket fell back from the copy-free read path. */
+export interface RelayFallbackMessage {
+  /** Which leg: the accepted client or the dialled endpoint. */
+  leg: 'client' | 'endpoint';
+  /** The path it got instead. */
+  path: Exclude<RelayReadPath, 'in-place'>;
 }
 
 /** A UDP session started: a new client "ip:port" got an upstream socket to an endpoint. */
@@ -135,4 +164,5 @@ export const channels = {
   sync: diagnosticsChannel.channel(CHANNELS.sync),
   serviceChange: diagnosticsChannel.channel(CHANNELS.serviceChange),
   objectRejected: diagnosticsChannel.channel(CHANNELS.objectRejected),
+  relayFallback: diagnosticsChannel.channel(CHANNELS.relayFallback),
 } as const;

@@ -138,16 +138,6 @@ export class InvalidOptionError extends ProxyError {
   }
 }
 
-/** An external command (iptables, conntrack, ip) failed. `output` is what it printed. */
-export class CommandError extends ProxyError {
-  /** stdout and stderr of the command, for callers that recognise messages ("not found"). */
-  readonly output: string;
-  constructor(command: string, output: string, options?: { cause?: unknown }) {
-    super('ERR_COMMAND', `${command} failed: ${output.trim() || 'no output'}`, options);
-    this.output = output;
-  }
-}
-
 /** Conntrack entries could not be removed; stale UDP flows may reach old endpoints. */
 export class ConntrackError extends ProxyError {
   /** `hint`, when given, is appended to the message: what the operator should do (install conntrack). */
@@ -195,16 +185,5 @@ export class CacheMutationError extends ProxyError {
     this.kind = kind;
     this.key = key;
     this.path = path;
-  }
-}
-
-/**
- * Removing what a previous run left (iptables chains and jump rules) failed for a reason other than
- * "not there". `cause` holds each failure; whatever could be removed was removed.
- */
-export class CleanupError extends ProxyError {
-  constructor(what: string, options?: { cause?: unknown }) {
-    const reason = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
-    super('ERR_CLEANUP', `failed to clean up ${what}${reason}`, options);
   }
 }

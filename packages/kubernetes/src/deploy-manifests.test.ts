@@ -2,12 +2,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadAllYaml, loadYaml } from '@kubernetes/client-node';
-import type { SharedInformer } from '@userspace-proxy/core';
+import type { Service, SharedInformer } from '@userspace-proxy/core';
 import { describe, expect, it } from 'vitest';
 import { loadKubeConfig, TOKEN_FILE_AUTH_PROVIDER } from './kube-config.js';
 import { createKubernetesSources } from './sources.js';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import { endpointSlice, kubeConfigFor, node, service, until } from './test-support/helpers.js';
+import { IDLED_AT_ANNOTATION, UNIDLE_TARGETS_ANNOTATION } from './unidle-targets.js';
+import { KubernetesUnidler } from './unidler.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: parsed manifests are untyped JSON
 type Doc = any;
@@ -16,8 +18,40 @@ const deploy = (file: string) =>
   readFileSync(new URL(`../../../deploy/${file}`, import.meta.url), 'utf8');
 const docs = (file: string): Doc[] => loadAllYaml(deploy(file)) as Doc[];
 
+/** Scales one workload of each kind from 0, as the idling proxier's unidle hook does. */
+async function unidle(server: FakeApiServer, clearAnnotations: boolean): Promise<void> {
+  const targets = [
+    ['deployments', 'Deployment'],
+    ['statefulsets', 'StatefulSet'],
+    ['replicasets', 'ReplicaSet'],
+  ].map(([resource, kind]) => {
+    server.store.create(resource as string, {
+      metadata: { name: `idle-${resource}`, namespace: 'ns' },
+      spec: { replicas: 0 },
+    });
+    return { kind, name: `idle-${resource}`, group: 'apps', replicas: 2 };
+  });
+  const svc = service('ns', 'idle', '10.96.0.2');
+  svc.metadata.annotations = {
+    [IDLED_AT_ANNOTATION]: '2026-12-01T00:00:00Z',
+    [UNIDLE_TARGETS_ANNOTATION]: JSON.stringify(targets),
+  };
+  server.store.create('services', svc);
+  const unidler = new KubernetesUnidler(kubeConfigFor(server.url), { clearAnnotations });
+  unidler.needPods({
+    service: svc as unknown as Service,
+    servicePort: { namespace: 'ns', name: 'idle', port: 'http' },
+  });
+  await unidler.settled();
+  expect(unidler.stats).toMatchObject({ scaled: 3, failed: 0 });
+  expect(unidler.stats.annotationsCleared).toBe(clearAnnotations ? 1 : 0);
+}
+
 /** Exercises every API call the package makes in one mode, against a recording server. */
-async function recordCalls(useEndpointSlices: boolean): Promise<Set<string>> {
+async function recordCalls(
+  useEndpointSlices: boolean,
+  clearAnnotations = false,
+): Promise<Set<string>> {
   const server = await FakeApiServer.start();
   try {
     server.store.create('services', service('ns', 'web', '10.96.0.1'));
@@ -45,6 +79,7 @@ async function recordCalls(useEndpointSlices: boolean): Promise<Set<string>> {
     await until(() => server.count('patch', 'events') >= 1, 'events');
     ac.abort();
     await running;
+    await unidle(server, clearAnnotations);
     return new Set(server.requests.map((r) => `${r.group}/${r.resource}/${r.verb}`));
   } finally {
     await server.close();
@@ -73,6 +108,14 @@ describe('deploy/ manifests', () => {
       '/endpoints/list',
       '/endpoints/watch',
     ]);
+    // The unidler's scale reads and writes are in the role; clearing the idling annotations after a
+    // scale-up (clearAnnotations, off by default) needs patch on services as well.
+    for (const kind of ['deployments', 'statefulsets', 'replicasets']) {
+      expect(used).toContain(`apps/${kind}/scale/get`);
+      expect(used).toContain(`apps/${kind}/scale/update`);
+    }
+    const clearing = await recordCalls(true, true);
+    expect([...clearing].filter((u) => !granted.has(u)).sort()).toEqual(['/services/patch']);
   });
 
   it('bind the role to the DaemonSet service account', () => {

@@ -1,7 +1,8 @@
 /**
  * The public surface of @userspace-proxy/kubernetes: Kubernetes sources for the proxy, built from
- * `@kubernetes/client-node` informers (or from the integrator's own), and a flood-protected
- * Kubernetes event recorder. Every export is named on purpose.
+ * `@kubernetes/client-node` informers (or from the integrator's own), a flood-protected
+ * Kubernetes event recorder, and the unidler that scales an idled Service's workloads back up.
+ * Every export is named on purpose.
  */
 
 export type { BackoffOptions } from './backoff.js';
@@ -60,3 +61,21 @@ export type {
 } from './sources.js';
 export { createKubernetesSources } from './sources.js';
 export type { Timers } from './timers.js';
+export type { JsonPatchOperation, ScaleObject, UnidleClient } from './unidle-client.js';
+export { clientNodeUnidleClient } from './unidle-client.js';
+export type {
+  ParsedUnidleTargets,
+  UnidleTarget,
+  UnidleTargetKind,
+  UnidleTargetsLimits,
+} from './unidle-targets.js';
+export {
+  DEFAULT_UNIDLE_TARGETS_LIMITS,
+  IDLED_AT_ANNOTATION,
+  InvalidUnidleTargetsError,
+  parseUnidleTargets,
+  UNIDLE_TARGET_RESOURCES,
+  UNIDLE_TARGETS_ANNOTATION,
+} from './unidle-targets.js';
+export type { KubernetesUnidlerOptions, NeedPodsRequest, UnidlerStats } from './unidler.js';
+export { DEFAULT_UNIDLER_LIMITS, KubernetesUnidler } from './unidler.js';

@@ -1,10 +1,18 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { CHANNELS, type ObjectRejectedMessage, type Service } from '@userspace-proxy/core';
+import type { Service } from '@userspace-proxy/core';
+import { CHANNELS, type ObjectRejectedMessage } from '@userspace-proxy/core/diagnostics';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKubeInformer, type KubeInformerOptions } from './kube-informer.js';
 import { PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR } from './selectors.js';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
-import { kubeConfigFor, recordingHandler, service, until } from './test-support/helpers.js';
+import {
+  kubeConfigFor,
+  recordingHandler,
+  refuseApiRequests,
+  service,
+  until,
+} from './test-support/helpers.js';
+import type { Timers } from './timers.js';
 
 const SPEC = {
   path: '/api/v1/services',
@@ -176,16 +184,48 @@ describe('a client-node informer behind the adapter, against a list/watch API se
   });
 
   it('spaces out re-watches when the server keeps closing watches at once (no hot loop)', async () => {
-    const { adapter } = start({ watch: { shortWatchDelayMs: 50, maxShortWatchDelayMs: 400 } });
+    // The guard's waits go through these timers and are held until the test fires them, so each
+    // re-watch provably waits for its delay: no watch request can come while its timer is held.
+    const held: { ms: number; fire: () => void; watchesBefore: number }[] = [];
+    const timers: Timers = {
+      now: () => Date.now(),
+      setTimeout: (fn, ms) => {
+        const entry = { ms, fire: fn, watchesBefore: server.count('watch', 'services') };
+        held.push(entry);
+        return entry;
+      },
+      clearTimeout: (handle) => {
+        const at = held.indexOf(handle as (typeof held)[number]);
+        if (at >= 0) held.splice(at, 1);
+      },
+    };
+    const { adapter } = start({
+      // Every watch counts as short, however slow the machine; no stall timers.
+      watch: {
+        shortWatchDelayMs: 50,
+        maxShortWatchDelayMs: 400,
+        minWatchMs: 3_600_000,
+        stallGraceMs: 3_600_000,
+        timers,
+      },
+    });
     await adapter.waitForSync(ac.signal);
     await until(() => server.openWatches('services') === 1, 'watch');
     server.closeWatchesImmediately = true;
     server.dropWatches('clean');
-    const before = server.count('watch', 'services');
-    await new Promise((resolve) => setTimeout(resolve, 600));
-    // Unguarded, client-node re-watches hundreds of times in this window; the guard waits 50, 100,
-    // 200, 400 ms… between short watches, so at most a handful fit, however fast the machine.
-    expect(server.count('watch', 'services') - before).toBeLessThanOrEqual(6);
+    const delays: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      await until(() => held.some((t) => t.ms < 3_600_000), `short-watch delay ${i}`);
+      const timer = held.find((t) => t.ms < 3_600_000) as (typeof held)[number];
+      held.splice(held.indexOf(timer), 1);
+      delays.push(timer.ms);
+      const watches = server.count('watch', 'services');
+      expect(watches, 'a re-watch came before its delay was over').toBe(timer.watchesBefore);
+      timer.fire();
+      await until(() => server.count('watch', 'services') === watches + 1, `re-watch ${i}`);
+    }
+    // Unguarded, client-node re-watches at once, hundreds of times a second.
+    expect(delays).toEqual([50, 100, 200, 400, 400, 400]);
   });
 
   it('replaces a watch that outlives its timeout (a half-open connection) without relisting', async () => {
@@ -240,10 +280,18 @@ describe('a client-node informer behind the adapter, against a list/watch API se
     const { adapter, calls } = start();
     await adapter.waitForSync(ac.signal);
     await until(() => server.openWatches('services') === 1, 'watch');
+    const port = Number(new URL(server.url).port);
     await server.close();
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(adapter.list().map((s) => s.metadata.name)).toEqual(['a']);
-    expect(calls).toEqual([['add', 'ns/a']]);
+    // Wait until the informer has failed to reach the API server twice (a back-off in between),
+    // which is when a cache that forgets on errors would have emptied.
+    const refused = await refuseApiRequests(port);
+    try {
+      await until(() => refused.attempts('services') >= 2, 'two failed requests');
+      expect(adapter.list().map((s) => s.metadata.name)).toEqual(['a']);
+      expect(calls).toEqual([['add', 'ns/a']]);
+    } finally {
+      await refused.close();
+    }
     server = await FakeApiServer.start(); // for afterEach
   });
 

@@ -1,5 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { CHANNELS, type Logger, type ObjectRejectedMessage } from '@userspace-proxy/core';
+import type { Logger } from '@userspace-proxy/core';
+import { CHANNELS, type ObjectRejectedMessage } from '@userspace-proxy/core/diagnostics';
 
 /**
  * The structural minimum an object must have before it enters an informer cache: an object with

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import {
   type Addr,
+  type EndpointSlice,
   EndpointSliceConfig,
   type LoadBalancer,
   newCustomProxier,
@@ -9,17 +10,26 @@ import {
   type ProxySocket,
   type ProxySocketFactory,
   RoundRobinLoadBalancer,
+  type Service,
   ServiceConfig,
 } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKubernetesSources, type KubernetesSources } from './sources.js';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
-import { endpointSlice, kubeConfigFor, node, service, until } from './test-support/helpers.js';
+import {
+  endpointSlice,
+  kubeConfigFor,
+  node,
+  recordingHandler,
+  refuseApiRequests,
+  service,
+  until,
+} from './test-support/helpers.js';
 
 /** Sockets that bind nothing: which are open is what the Proxier decided. */
 class RecordedSockets {
   readonly open = new Map<string, ProxySocket>();
-  readonly make: ProxySocketFactory = async (protocol, ip, port) => {
+  readonly make: ProxySocketFactory = async ({ protocol, ip, port }) => {
     const key = `${protocol} ${ip ?? '*'}:${port}`;
     let end: () => void = () => undefined;
     const socket: ProxySocket = {
@@ -132,13 +142,30 @@ describe('Kubernetes sources feeding the Proxier', () => {
     server.store.create('services', service('shop', 'web', '127.1.0.10', 18080));
     server.store.create('services', service('shop', 'old', '127.1.0.12', 18083));
     server.store.create('endpointslices', endpointSlice('shop', 'web', ['127.0.0.1'], 9000));
-    const { sockets } = await wire();
+    const { sockets, sources } = await wire();
     await until(() => sockets.keys().length === 2, 'listeners');
     await until(() => server.openWatches() === 3, 'watches');
+    // The Proxier changes listeners only on informer events: count them through the outage.
+    const services = recordingHandler<Service>();
+    const slices = recordingHandler<EndpointSlice>();
+    sources.services.addEventHandler(services.handler);
+    sources.endpointSlices?.addEventHandler(slices.handler);
+    const events = () => services.calls.length + slices.calls.length;
+    await until(() => events() === 3, 'the replay of what the informers hold');
     const port = Number(new URL(server.url).port);
     await server.close();
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(sockets.keys()).toEqual(['TCP 127.1.0.10:18080', 'TCP 127.1.0.12:18083']);
+    const refused = await refuseApiRequests(port);
+    try {
+      // Both informers have failed twice (a back-off in between) and delivered nothing.
+      await until(
+        () => refused.attempts('services') >= 2 && refused.attempts('endpointslices') >= 2,
+        'two failed requests per informer',
+      );
+      expect(events()).toBe(3);
+      expect(sockets.keys()).toEqual(['TCP 127.1.0.10:18080', 'TCP 127.1.0.12:18083']);
+    } finally {
+      await refused.close();
+    }
 
     // The API server comes back with its history compacted and one Service gone: a relist.
     const store = server.store;

@@ -22,6 +22,7 @@ import {
   kubeConfigFor,
   node,
   recordingHandler,
+  refuseApiRequests,
   service,
   until,
 } from './test-support/helpers.js';
@@ -111,11 +112,21 @@ describe('createKubernetesSources', () => {
     await until(() => sources.nodeEligible(), 'eligible again');
     const svc = recordingHandler<Service>();
     sources.services.addEventHandler(svc.handler);
+    const port = Number(new URL(server.url).port);
     await server.close();
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    expect(sources.nodeEligible()).toBe(true);
-    expect([...svc.objects.keys()]).toEqual(['shop/web']);
-    expect(svc.calls.filter((c) => c[0] === 'delete')).toEqual([]);
+    // Wait until the Node and Service informers have each failed twice (a back-off in between).
+    const refused = await refuseApiRequests(port);
+    try {
+      await until(
+        () => refused.attempts('nodes') >= 2 && refused.attempts('services') >= 2,
+        'two failed requests per informer',
+      );
+      expect(sources.nodeEligible()).toBe(true);
+      expect([...svc.objects.keys()]).toEqual(['shop/web']);
+      expect(svc.calls.filter((c) => c[0] === 'delete')).toEqual([]);
+    } finally {
+      await refused.close();
+    }
     server = await FakeApiServer.start();
   });
 

@@ -1,4 +1,5 @@
-import { CleanupError, noopLogger, type PortalManager } from '@userspace-proxy/core';
+import { noopLogger, type PortalManager } from '@userspace-proxy/core';
+import { CleanupError } from '@userspace-proxy/linux';
 import { describe, expect, it } from 'vitest';
 import { runCleanup } from './cleanup.js';
 

@@ -1,4 +1,5 @@
-import { IptablesPortalManager, type Logger, type PortalManager } from '@userspace-proxy/core';
+import type { Logger, PortalManager } from '@userspace-proxy/core';
+import { IptablesPortalManager } from '@userspace-proxy/linux';
 
 /**
  * `--cleanup`: removes what the userspace (redirect) mode leaves on a host, its iptables chains

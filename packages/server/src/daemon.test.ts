@@ -4,7 +4,6 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  CHANNELS,
   type EndpointSlice,
   type EventRecorder,
   noopLogger,
@@ -12,6 +11,7 @@ import {
   type Service,
   StaticInformer,
 } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfiguration, type KubeProxyConfiguration } from './config-schema.js';
 import { Daemon } from './daemon.js';
@@ -258,6 +258,9 @@ describe('Daemon', () => {
     let initialized = false;
     const noop = () => {};
     const proxier: Proxier = {
+      mode: 'service-port-portal',
+      drain: async () => ({ remaining: 0, timedOut: false }),
+      pendingChanges: () => 0,
       onServiceAdd: noop,
       onServiceUpdate: noop,
       onServiceDelete: noop,

@@ -2,14 +2,11 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import {
-  CHANNELS,
   componentLogger,
   detectPrimaryIPs,
   EndpointSliceConfig,
   EndpointsConfig,
   type EventRecorder,
-  ExecConntrackCleaner,
-  IptablesPortalManager,
   type Logger,
   newProxier,
   type ObjectReference,
@@ -17,9 +14,10 @@ import {
   type ProxierOptions,
   ServiceConfig,
 } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
+import { ExecConntrackCleaner, IptablesPortalManager } from '@userspace-proxy/linux';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
-import { ConnectionTracker } from './drain.js';
 import { createHealthServer } from './health-server.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
 import { parseListenAddress } from './host-port.js';
@@ -63,7 +61,6 @@ export class Daemon {
   readonly #config: KubeProxyConfiguration;
   readonly #log: Logger;
   readonly #abort = new AbortController();
-  readonly #tracker = new ConnectionTracker();
   readonly #cleanups: (() => void)[] = [];
   readonly #listeners: RetryingListener[] = [];
   readonly #exit: { promise: Promise<number>; resolve: (code: number) => void };
@@ -192,11 +189,7 @@ export class Daemon {
       configs.push(endpoints);
     }
 
-    this.#cleanups.push(
-      this.metrics.subscribe(),
-      this.#tracker.subscribe(),
-      this.#observeHealth(observed.currentServices),
-    );
+    this.#cleanups.push(this.metrics.subscribe(), this.#observeHealth(observed.currentServices));
     this.#startServers(config, mode);
     const background = (what: string, run: Promise<void>) =>
       run.catch((err: unknown) => this.#log.error(`${what} failed`, err));
@@ -303,18 +296,24 @@ export class Daemon {
     this.#draining = true;
     this.#log.info(`stopping (${reason}): no new connections are accepted`);
     this.#abort.abort();
-    try {
-      await this.#proxier?.shutdown();
-    } catch (err) {
-      this.#log.error('the proxier did not shut down cleanly', err);
-    }
+    const proxier = this.#proxier;
     const timeout = this.#config.userspaceProxy.drainTimeout;
-    if (drain && this.#tracker.active > 0) {
-      this.#log.info(
-        `waiting up to ${timeout} ms for ${this.#tracker.active} connection(s) to finish`,
-      );
-      const idle = await this.#tracker.waitForIdle(timeout, this.#skipDrain.signal);
-      if (!idle) this.#log.warn(`${this.#tracker.active} connection(s) still open; closing them`);
+    if (proxier !== undefined) {
+      // The proxier stops accepting at once; established connections get up to the drain timeout.
+      const skipped = new Promise<undefined>((resolve) => {
+        if (this.#skipDrain.signal.aborted) resolve(undefined);
+        this.#skipDrain.signal.addEventListener('abort', () => resolve(undefined), { once: true });
+      });
+      try {
+        const result = await Promise.race([proxier.drain(drain ? timeout : 0), skipped]);
+        if (result === undefined || result.timedOut) {
+          const open = result?.remaining ?? 'some';
+          this.#log.warn(`${open} connection(s) still open; closing them`);
+        }
+        await proxier.shutdown();
+      } catch (err) {
+        this.#log.error('the proxier did not shut down cleanly', err);
+      }
     }
     await Promise.all(this.#listeners.map((l) => l.close()));
     for (const cleanup of this.#cleanups.splice(0)) cleanup();

@@ -41,7 +41,6 @@ export { configurationYaml, toExternalConfiguration } from './config-write.js';
 export { configzBody, toInternalConfiguration } from './configz.js';
 export type { DaemonOptions } from './daemon.js';
 export { Daemon, loggingRecorder } from './daemon.js';
-export { ConnectionTracker } from './drain.js';
 export { DurationParseError, formatDuration, parseDuration } from './duration.js';
 export type { FieldErrorType, RenderedValue } from './field-error.js';
 export { aggregate, FieldError } from './field-error.js';

@@ -17,7 +17,7 @@ import {
   TCP_PROBE,
   UDP_ECHO_SERVER,
   UDP_PROBE,
-} from '../../core/src/test-support/netns.js';
+} from '../../linux/src/test-support/netns.js';
 import { REPO_ROOT } from './test-support/daemon-process.js';
 import { until } from './test-support/wait.js';
 

@@ -112,7 +112,10 @@ describe('userspace-proxy (the process)', () => {
     daemon.child.kill('SIGTERM');
     // Probe only once the listeners are closed: a probe racing the signal would be accepted and
     // counted among the connections the drain waits for.
-    await until(() => daemon.stderr().includes('proxier shut down'), 'the proxier to shut down');
+    await until(
+      () => daemon.stderr().includes('stopped accepting'),
+      'the proxier to stop accepting',
+    );
     await until(
       async () => (await ask(SERVICE_IP, 8080, 'late', 1000)) === 'ECONNREFUSED',
       'the listener to close',
@@ -130,7 +133,7 @@ describe('userspace-proxy (the process)', () => {
     expect(messages).toContainEqual(expect.stringMatching(/^event Normal Starting on Node /));
     expect(messages).toContain('stopping (SIGTERM): no new connections are accepted');
     expect(messages).toContainEqual(
-      expect.stringMatching(/^waiting up to 60000 ms for 1 connection/),
+      expect.stringMatching(/^stopped accepting; waiting up to 60000 ms for 1 connection/),
     );
   });
 

@@ -1,4 +1,4 @@
-import type { RefusedMessage } from '@userspace-proxy/core';
+import type { RefusedMessage } from '@userspace-proxy/core/diagnostics';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { VERSION } from './version.js';
 
@@ -27,6 +27,7 @@ export const REFUSAL_REASONS: readonly RefusedMessage['reason'][] = [
   'dial-failed',
   'connection-limit',
   'udp-session-limit',
+  'policy',
   'other',
 ];
 /** The `direction` label values of userspace_proxy_bytes_total. */
@@ -56,6 +57,7 @@ export interface MetricCatalog {
   readonly udpSessionsActive: Gauge<ServiceLabel>;
   readonly acceptErrors: Counter<ServiceLabel>;
   readonly objectsRejected: Counter<'kind'>;
+  readonly relayFallbacks: Counter<'leg' | 'path'>;
   readonly servicePorts: Gauge;
   readonly manifestReloads: Counter<'result'>;
 }
@@ -189,6 +191,14 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     labelNames: ['kind'],
     registers,
   });
+  const relayFallbacks = new Counter({
+    name: `${up}_relay_fallbacks_total`,
+    help:
+      'Relayed sockets that could not use the copy-free read path (a Node upgrade that moved ' +
+      "net.Socket's internals shows here), per leg (client, endpoint) and path taken instead",
+    labelNames: ['leg', 'path'],
+    registers,
+  });
   const servicePorts = new Gauge({
     name: `${up}_service_ports`,
     help: 'Service port portals proxied after the last sync',
@@ -222,6 +232,7 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     udpSessionsActive,
     acceptErrors,
     objectsRejected,
+    relayFallbacks,
     servicePorts,
     manifestReloads,
   };

@@ -1,5 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { CHANNELS } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LAST_CHANGE_TRIGGER_TIME, ProxyMetrics } from './metrics.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';

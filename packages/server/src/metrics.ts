@@ -1,19 +1,19 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
+import type { EndpointSlice, Endpoints } from '@userspace-proxy/core';
 import {
   type AcceptErrorMessage,
   CHANNELS,
   type ConnectionCloseMessage,
   type ConnectionOpenMessage,
   type DialErrorMessage,
-  type EndpointSlice,
-  type Endpoints,
   type ObjectRejectedMessage,
   type RefusedMessage,
+  type RelayFallbackMessage,
   type ServiceChangeMessage,
   type SyncMessage,
   type UdpSessionCloseMessage,
   type UdpSessionMessage,
-} from '@userspace-proxy/core';
+} from '@userspace-proxy/core/diagnostics';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HealthResponseObserver } from './health-server.js';
 import { type Clock, systemClock } from './healthz-state.js';
@@ -214,6 +214,13 @@ export class ProxyMetrics implements HealthResponseObserver {
       [
         CHANNELS.objectRejected,
         (m) => this.catalog.objectsRejected.inc({ kind: (m as ObjectRejectedMessage).kind }),
+      ],
+      [
+        CHANNELS.relayFallback,
+        (m) => {
+          const { leg, path } = m as RelayFallbackMessage;
+          this.catalog.relayFallbacks.inc({ leg, path });
+        },
       ],
     ];
     const subscribed = handlers.map(([name, handler]) => {

@@ -1,6 +1,6 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { joinHostPort } from '../service-port-name.js';
+import { joinHostPort } from '../model/service-port-name.js';
 
 /** A loopback TCP server for tests; by default it echoes and half-closes when the client does. */
 export interface TcpTestServer {

@@ -1,5 +1,5 @@
 import type { NetworkInterfaceInfo } from 'node:os';
-import type { NetworkInterfacesFn } from '../node-port-addresses.js';
+import type { NetworkInterfacesFn } from '../proxier/node-port-addresses.js';
 
 /**
  * Fake `os.networkInterfaces()` answers, so tests can describe any host: which addresses are local,

@@ -1,7 +1,7 @@
 import { MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
-import type { AffinityType, LoadBalancer } from '../load-balancer.js';
-import type { Addr, Endpoints } from '../model.js';
-import { type ServicePortName, servicePortNameString } from '../service-port-name.js';
+import type { AffinityType, LoadBalancer } from '../load-balancing/load-balancer.js';
+import type { Addr, Endpoints } from '../model/model.js';
+import { type ServicePortName, servicePortNameString } from '../model/service-port-name.js';
 
 /** One call of {@link FakeLoadBalancer.nextEndpoint}, as recorded. */
 export interface NextEndpointCall {

@@ -1,5 +1,5 @@
-import type { Protocol } from '../model.js';
-import type { ServiceInfo } from '../service-info.js';
+import type { Protocol } from '../model/model.js';
+import type { ServiceInfo } from '../model/service-info.js';
 
 /** A ServiceInfo whose liveness a test can flip. */
 export interface FakeServiceInfo extends ServiceInfo {

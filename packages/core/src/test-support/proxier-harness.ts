@@ -1,7 +1,6 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
 import { afterEach, expect, vi } from 'vitest';
-import type { ConntrackCleaner } from '../conntrack.js';
 import {
   CHANNELS,
   type ObjectRejectedMessage,
@@ -9,17 +8,22 @@ import {
   type SyncMessage,
 } from '../diagnostics.js';
 import { SocketOpenError } from '../errors.js';
-import { EmitterEventRecorder, type RecordedEvent } from '../event-recorder-emitter.js';
-import type { LoadBalancer } from '../load-balancer.js';
-import { RoundRobinLoadBalancer } from '../load-balancer-round-robin.js';
-import type { Addr, Endpoints, Protocol, Service } from '../model.js';
-import type { NetworkInterfacesFn } from '../node-port-addresses.js';
-import type { Portal, PortalManager } from '../portal-manager.js';
-import type { ProxierOptions } from '../proxier.js';
-import { newCustomProxier } from '../proxier-factory.js';
-import type { UserspaceProxier } from '../proxier-userspace.js';
-import type { ProxySocket, ProxySocketFactory } from '../proxy-socket.js';
-import type { ServiceInfo } from '../service-info.js';
+import type { ConntrackCleaner } from '../hooks/conntrack.js';
+import { EmitterEventRecorder, type RecordedEvent } from '../hooks/event-recorder-emitter.js';
+import type { Portal, PortalManager } from '../hooks/portal-manager.js';
+import type { LoadBalancer } from '../load-balancing/load-balancer.js';
+import { RoundRobinLoadBalancer } from '../load-balancing/load-balancer-round-robin.js';
+import type { Addr, Endpoints, Protocol, Service } from '../model/model.js';
+import type { ServiceInfo } from '../model/service-info.js';
+import type { NetworkInterfacesFn } from '../proxier/node-port-addresses.js';
+import type { ProxierOptions } from '../proxier/proxier.js';
+import { newCustomProxier } from '../proxier/proxier-factory.js';
+import type { UserspaceProxier } from '../proxier/proxier-userspace.js';
+import type {
+  ProxySocket,
+  ProxySocketContext,
+  ProxySocketFactory,
+} from '../sockets/proxy-socket.js';
 import {
   startTcpServer,
   startUdpEchoServer,
@@ -53,7 +57,9 @@ export class FakeSocket implements ProxySocket {
   listenPort(): number {
     return this.requested;
   }
-  proxyLoop(_svc: unknown, info: ServiceInfo): Promise<void> {
+  /** The context the factory was called with. */
+  context: ProxySocketContext | undefined;
+  proxyLoop(info: ServiceInfo): Promise<void> {
     this.info = info;
     return new Promise((resolve) => {
       this.#endLoop = resolve;
@@ -71,11 +77,13 @@ export class FakeSockets {
   /** Return true to make that bind fail with a SocketOpenError. */
   fail: (protocol: Protocol, ip: string | null, port: number) => boolean = () => false;
   #next = 40_000;
-  readonly make: ProxySocketFactory = async (protocol, ip, port) => {
+  readonly make: ProxySocketFactory = async (context) => {
+    const { protocol, ip, port } = context;
     if (this.fail(protocol, ip, port)) {
       throw new SocketOpenError(`${ip ?? '*'}:${port}`, { cause: new Error('EADDRINUSE') });
     }
     const socket = new FakeSocket(protocol, ip, port, port === 0 ? this.#next++ : port);
+    socket.context = context;
     this.all.push(socket);
     return socket;
   };

@@ -6,7 +6,8 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { CHANNELS } from '../diagnostics.js';
-import { createProxySocketFactory } from '../proxy-socket-factory.js';
+import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
+import { createSocketContext } from '../sockets/socket-context.js';
 import { FakeLoadBalancer } from './fake-load-balancer.js';
 import { fakeServiceInfo } from './fake-service-info.js';
 
@@ -32,8 +33,10 @@ diagnosticsChannel.subscribe(CHANNELS.dialError, (m) => {
 
 const service = { namespace: 'ns', name: 'child', port: 'p' };
 const lb = new FakeLoadBalancer({ 'ns/child:p': [endpoint] });
-const socket = await createProxySocketFactory({ acceptBackoffMs: 20 })('TCP', ip, 0);
-void socket.proxyLoop(service, fakeServiceInfo(), lb);
+const socket = await createProxySocketFactory({ acceptBackoffMs: 20 })(
+  createSocketContext({ loadBalancer: lb, ip, servicePort: service }),
+);
+void socket.proxyLoop(fakeServiceInfo());
 say({ listening: socket.addr().port });
 process.stdin.on('data', (data) => {
   if (data.toString().includes('exit')) void socket.close().then(() => process.exit(0));

@@ -9,7 +9,10 @@ export interface RecordedRequest {
   query: URLSearchParams;
   /** The API group ("" for core). */
   group: string;
+  /** The resource, with its subresource as RBAC names it: "services", "deployments/scale". */
   resource: string;
+  /** The subresource alone ("scale"), if any. */
+  subresource: string | undefined;
   namespace: string | undefined;
   name: string | undefined;
   verb: 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
@@ -34,8 +37,9 @@ export function parseRequest(req: http.IncomingMessage): RecordedRequest | undef
     namespace = rest[1];
     rest = rest.slice(2);
   }
-  const [resource, name] = rest;
-  if (!resource) return undefined;
+  const [base, name, subresource] = rest;
+  if (!base || rest.length > 3) return undefined;
+  const resource = subresource ? `${base}/${subresource}` : base;
   const method = req.method ?? 'GET';
   const isWatch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
   const verb: RecordedRequest['verb'] =
@@ -59,6 +63,7 @@ export function parseRequest(req: http.IncomingMessage): RecordedRequest | undef
     query: url.searchParams,
     group,
     resource,
+    subresource,
     namespace,
     name,
     verb,
@@ -79,18 +84,33 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-/** RFC 6902 JSON patch, the operations the client sends ("add", "replace", "remove"). */
+/** A JSON patch that cannot be applied: a failed "test", or a "remove" of nothing (HTTP 422). */
+export class PatchConflictError extends Error {}
+
+/**
+ * RFC 6902 JSON patch, the operations the clients send ("add", "replace", "remove", "test"), with
+ * RFC 6901 escapes ("~1" is "/", "~0" is "~"), as the API server applies it: all or nothing.
+ */
 export function jsonPatch(target: unknown, ops: unknown): unknown {
   for (const op of ops as { op: string; path: string; value?: unknown }[]) {
-    const keys = op.path.split('/').slice(1);
+    const keys = op.path
+      .split('/')
+      .slice(1)
+      .map((k) => k.replaceAll('~1', '/').replaceAll('~0', '~'));
     const last = keys.pop() as string;
     let node = target as Record<string, unknown>;
     for (const k of keys) {
       node[k] ??= {};
       node = node[k] as Record<string, unknown>;
     }
-    if (op.op === 'remove') delete node[last];
-    else node[last] = op.value;
+    if (op.op === 'test') {
+      if (JSON.stringify(node[last]) !== JSON.stringify(op.value)) {
+        throw new PatchConflictError(`test failed at ${op.path}`);
+      }
+    } else if (op.op === 'remove') {
+      if (!(last in node)) throw new PatchConflictError(`nothing to remove at ${op.path}`);
+      delete node[last];
+    } else node[last] = op.value;
   }
   return target;
 }

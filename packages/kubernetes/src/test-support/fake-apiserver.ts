@@ -2,7 +2,13 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { jsonPatch, mergePatch, parseRequest, type RecordedRequest } from './api-request.js';
+import {
+  jsonPatch,
+  mergePatch,
+  PatchConflictError,
+  parseRequest,
+  type RecordedRequest,
+} from './api-request.js';
 import { FakeStore, type StoredObject, type WatchEvent } from './fake-store.js';
 import { fieldMatcher, labelMatcher, type Matcher } from './selector-match.js';
 
@@ -13,8 +19,11 @@ export type { RecordedRequest } from './api-request.js';
  * to drive the real `@kubernetes/client-node`: resource versions, paged lists with continue tokens,
  * chunked watch streams with selector transitions (an object leaving a selector is a DELETED),
  * bookmarks, 410 Gone for a compacted history (as an ERROR event or an HTTP status), injected errors,
- * clean and abrupt watch drops, and Events (create, JSON/merge patch). Every request is recorded, so a
- * test can check what the client did, and that RBAC allows it.
+ * clean and abrupt watch drops, Events (create, JSON/merge patch), Service patches, and the `scale`
+ * subresource of apps/v1 Deployments, StatefulSets and ReplicaSets (GET, PUT with a resource-version
+ * precondition, JSON/merge PATCH). Every request is recorded, so a test can check what the client did,
+ * and that RBAC allows it. It is longer than 400 lines because every route shares the one store,
+ * resource-version clock and request log that make the protocol faithful.
  */
 
 export interface FakeApiServerOptions {
@@ -47,7 +56,31 @@ const KINDS: Record<string, { kind: string; apiVersion: string }> = {
   nodes: { kind: 'Node', apiVersion: 'v1' },
   events: { kind: 'Event', apiVersion: 'v1' },
   endpointslices: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1' },
+  deployments: { kind: 'Deployment', apiVersion: 'apps/v1' },
+  statefulsets: { kind: 'StatefulSet', apiVersion: 'apps/v1' },
+  replicasets: { kind: 'ReplicaSet', apiVersion: 'apps/v1' },
 };
+
+/** The workloads whose `scale` subresource is served. */
+const SCALABLE: ReadonlySet<string> = new Set(['deployments', 'statefulsets', 'replicasets']);
+
+/** The autoscaling/v1 Scale of a workload; `spec.replicas` is omitted at 0, as the real server does. */
+function scaleOf(obj: StoredObject): StoredObject {
+  const spec = (obj.spec ?? {}) as { replicas?: number; selector?: { matchLabels?: object } };
+  const status = (obj.status ?? {}) as { replicas?: number };
+  const replicas = spec.replicas ?? 1; // the workloads' default
+  const { name, namespace, uid, resourceVersion, creationTimestamp } = obj.metadata;
+  const metadata = JSON.parse(
+    JSON.stringify({ name, namespace, uid, resourceVersion, creationTimestamp }),
+  ) as StoredObject['metadata'];
+  return {
+    kind: 'Scale',
+    apiVersion: 'autoscaling/v1',
+    metadata,
+    spec: replicas === 0 ? {} : { replicas },
+    status: { replicas: status.replicas ?? 0 },
+  };
+}
 
 export class FakeApiServer {
   readonly store: FakeStore;
@@ -171,8 +204,11 @@ export class FakeApiServer {
       fault.remaining--;
       return this.#status(res, fault.status, 'InternalError', `injected failure ${fault.status}`);
     }
-    if (!KINDS[r.resource])
+    const base = r.subresource ? r.resource.slice(0, -r.subresource.length - 1) : r.resource;
+    if (!KINDS[base] || (r.subresource && (r.subresource !== 'scale' || !SCALABLE.has(base)))) {
       return this.#status(res, 404, 'NotFound', `unknown resource ${r.resource}`);
+    }
+    if (r.subresource) return this.#scale(r, base, req, res);
     let matches: Matcher;
     try {
       const label = labelMatcher(r.query.get('labelSelector'));
@@ -201,6 +237,59 @@ export class FakeApiServer {
     const deleted = this.store.delete(r.resource, r.namespace, r.name as string);
     if (!deleted) return this.#status(res, 404, 'NotFound', `${r.resource} "${r.name}" not found`);
     this.#json(res, 200, deleted);
+  }
+
+  /** GET, PUT and PATCH of `<workload>/scale`: reads and sets the workload's `spec.replicas`. */
+  #scale(r: RecordedRequest, base: string, req: http.IncomingMessage, res: http.ServerResponse) {
+    const current = this.store.get(base, r.namespace, r.name as string);
+    if (!current) return this.#status(res, 404, 'NotFound', `${base} "${r.name}" not found`);
+    if (r.verb === 'get') return this.#json(res, 200, scaleOf(current));
+    if (r.verb !== 'update' && r.verb !== 'patch') {
+      return this.#status(res, 405, 'MethodNotAllowed', `${r.verb} is not allowed on scale`);
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let payload: StoredObject;
+      try {
+        payload = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return this.#status(res, 400, 'BadRequest', 'invalid JSON body');
+      }
+      let next: StoredObject;
+      if (r.verb === 'update') next = payload;
+      else {
+        const contentType = req.headers['content-type'] ?? '';
+        try {
+          next = contentType.startsWith('application/json-patch+json')
+            ? (jsonPatch(scaleOf(current), payload) as StoredObject)
+            : (mergePatch(scaleOf(current), payload) as StoredObject);
+        } catch (err) {
+          if (!(err instanceof PatchConflictError)) throw err;
+          return this.#status(res, 422, 'Invalid', err.message);
+        }
+      }
+      const rv = next?.metadata?.resourceVersion;
+      if (r.verb === 'update' && rv && rv !== current.metadata.resourceVersion) {
+        return this.#conflict(res, base, r.name as string);
+      }
+      const replicas = (next?.spec as { replicas?: unknown } | undefined)?.replicas ?? 0;
+      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
+        return this.#status(res, 422, 'Invalid', 'spec.replicas: Invalid value');
+      }
+      const updated = structuredClone(current);
+      updated.spec = { ...(updated.spec as object), replicas };
+      this.#json(res, 200, scaleOf(this.store.update(base, updated)));
+    });
+  }
+
+  #conflict(res: http.ServerResponse, resource: string, name: string): void {
+    this.#status(
+      res,
+      409,
+      'Conflict',
+      `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+    );
   }
 
   #json(res: http.ServerResponse, code: number, body: unknown): void {
@@ -235,9 +324,19 @@ export class FakeApiServer {
     const current = this.store.get(r.resource, ns, r.name as string);
     if (!current) return this.#status(res, 404, 'NotFound', `${r.resource} "${r.name}" not found`);
     let next: StoredObject;
-    if (r.verb === 'update') next = payload as StoredObject;
-    else if (contentType.startsWith('application/json-patch+json')) {
-      next = jsonPatch(structuredClone(current), payload) as StoredObject;
+    if (r.verb === 'update') {
+      next = payload as StoredObject;
+      const rv = next?.metadata?.resourceVersion;
+      if (rv && rv !== current.metadata.resourceVersion) {
+        return this.#conflict(res, r.resource, r.name as string);
+      }
+    } else if (contentType.startsWith('application/json-patch+json')) {
+      try {
+        next = jsonPatch(structuredClone(current), payload) as StoredObject;
+      } catch (err) {
+        if (!(err instanceof PatchConflictError)) throw err;
+        return this.#status(res, 422, 'Invalid', err.message);
+      }
     } else next = mergePatch(structuredClone(current), payload) as StoredObject;
     this.#json(res, 200, this.store.update(r.resource, next));
   }

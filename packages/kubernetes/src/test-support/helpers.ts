@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { InformerEventHandler } from '@userspace-proxy/core';
 import type { StoredObject } from './fake-store.js';
@@ -135,5 +136,47 @@ export function node(
       ],
     },
     ...extra,
+  };
+}
+
+/** What {@link refuseApiRequests} saw: the clients that tried to reach a gone API server. */
+export interface RefusedRequests {
+  /** How many requests (connections) for `resource` ("services", "endpointslices", …) were refused. */
+  attempts(resource: string): number;
+  /** Frees the port, e.g. for the API server to come back on it. */
+  close(): Promise<void>;
+}
+
+/**
+ * Takes over the port an API server has just left and resets every connection after reading its
+ * request line, counting requests per resource. A test that says "while the API server is gone, X
+ * stays" waits until the clients have tried and failed (a count), instead of sleeping for a guessed
+ * time in which a failure may or may not have happened.
+ */
+export async function refuseApiRequests(port: number): Promise<RefusedRequests> {
+  const seen = new Map<string, number>();
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.once('data', (chunk) => {
+      const target = chunk.toString('latin1').split(' ', 2)[1] ?? '';
+      const path = target.split('?', 1)[0] ?? '';
+      const resource = path.split('/').at(-1) ?? '';
+      seen.set(resource, (seen.get(resource) ?? 0) + 1);
+      socket.resetAndDestroy();
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  return {
+    attempts: (resource) => seen.get(resource) ?? 0,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }

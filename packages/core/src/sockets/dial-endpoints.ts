@@ -1,0 +1,286 @@
+import net from 'node:net';
+import { channels, type DialErrorMessage } from '../diagnostics.js';
+import { EndpointDialError, MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
+import type { LoadBalancer } from '../load-balancing/load-balancer.js';
+import { componentLogger, type Logger } from '../logger.js';
+import type { Addr } from '../model/model.js';
+import {
+  type ServicePortName,
+  servicePortNameString,
+  splitHostPort,
+} from '../model/service-port-name.js';
+import { DEFAULT_PROXY_SOCKET_OPTIONS } from './proxy-socket-options.js';
+
+/**
+ * Opens the TCP connection of one dial attempt. The default is `net.connect({ host, port })`; the
+ * TCP proxy socket passes one that adds its socket options (keep-alive, no-delay, read buffers), and
+ * tests pass one that never connects to simulate a blackholed endpoint on loopback, where a real
+ * unreachable address would be refused at once instead of timing out.
+ */
+export type ConnectFn = (endpoint: { host: string; port: number }) => net.Socket;
+
+/** Options of {@link tryConnectEndpoints}. */
+export interface TryConnectOptions {
+  /** One attempt per entry, each with that timeout. Default [250, 500, 1000, 2000] (the reference's). */
+  timeoutsMs?: readonly number[];
+  logger?: Logger;
+  /** Aborts the dial: the attempt in progress is destroyed and the promise rejects with the reason. */
+  signal?: AbortSignal;
+  /** Default: `net.connect`. */
+  connect?: ConnectFn;
+}
+
+/** Internal options of {@link dialEndpoints}: a caller that already has the name passes it. */
+export interface DialOptions extends TryConnectOptions {
+  /** `servicePortNameString(service)`, for messages; computed on demand when absent. */
+  name?: string;
+}
+
+/** Called once with the connected socket and its endpoint string, or with the error. */
+export type DialCallback = (error: unknown, socket?: net.Socket, endpoint?: string) => void;
+
+/**
+ * A dial's caller as one object instead of closures: the TCP proxy socket's connection object is
+ * its own dialler, so a connection allocates no callback or connect function of its own.
+ */
+export interface DialClient {
+  /** Opens one attempt; the options' `connect` when absent. */
+  connect?(endpoint: { host: string; port: number }): net.Socket;
+  /** Called once, as a {@link DialCallback}. */
+  dialed(error: unknown, socket?: net.Socket, endpoint?: string): void;
+}
+
+/**
+ * Errors that say this host is out of a resource, not that the endpoint is bad: retrying at once on
+ * another endpoint would fail the same way and reset the client's affinity for nothing.
+ */
+const LOCAL_RESOURCE_ERRORS = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM']);
+
+/** True for an error caused by this host running out of descriptors or memory. */
+export function isLocalResourceError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && LOCAL_RESOURCE_ERRORS.has(code);
+}
+
+/** The error an attempt that did not connect in time fails with (a cause, published on dialError). */
+export class DialTimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
+  constructor(endpoint: string, timeoutMs: number) {
+    super(`connect to ${endpoint} timed out after ${timeoutMs} ms`);
+    this.name = 'DialTimeoutError';
+  }
+}
+
+/**
+ * Connects to an endpoint of `service`, trying up to one endpoint per timeout in
+ * `opts.timeoutsMs` (at most 3.75 s by default). The first attempt honours ClientIP affinity; after
+ * a failure the next pick passes `sessionAffinityReset`, so a sticky client is moved off a dead
+ * endpoint (kubernetes#24648).
+ *
+ * Rejects at once, without retrying, with MissingServiceEntryError / MissingEndpointsError when the
+ * load balancer has nothing to offer; with EndpointDialError (cause: the last failure) when every
+ * attempt failed or when this host is out of descriptors (EMFILE, ENFILE: the reference panicked,
+ * we let the caller refuse the one client and go on). Each failed attempt is logged at debug and
+ * published on the `dialError` channel.
+ *
+ * The resolved socket is connected and has no 'error' listener left: attach one in the same
+ * continuation (before awaiting anything else).
+ */
+export function tryConnectEndpoints(
+  service: ServicePortName,
+  srcAddr: Addr | null,
+  protocol: 'TCP',
+  lb: LoadBalancer,
+  opts: TryConnectOptions = {},
+): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    dialEndpoints(service, srcAddr, protocol, lb, opts, (error, socket) => {
+      if (socket === undefined) reject(error);
+      else resolve(socket);
+    });
+  });
+}
+
+/**
+ * {@link tryConnectEndpoints} in callback form: what the TCP proxy socket uses, because a promise
+ * and an async frame per connection are measurable at tens of thousands of connections a second.
+ */
+export function dialEndpoints(
+  service: ServicePortName,
+  srcAddr: Addr | null,
+  protocol: 'TCP',
+  lb: LoadBalancer,
+  opts: DialOptions,
+  done: DialCallback | DialClient,
+): void {
+  new EndpointDialer(service, srcAddr, protocol, lb, opts, done).start();
+}
+
+/** One client's dial: at most one attempt in flight, its listeners made once. */
+class EndpointDialer {
+  readonly #service: ServicePortName;
+  readonly #srcAddr: Addr | null;
+  readonly #protocol: 'TCP';
+  readonly #lb: LoadBalancer;
+  readonly #opts: DialOptions;
+  readonly #timeouts: readonly number[];
+  readonly #done: DialCallback | DialClient;
+  #attempts = 0;
+  #reset = false;
+  #socket: net.Socket | undefined;
+  #endpoint = '';
+  #timer: NodeJS.Timeout | undefined;
+  #lastError: unknown;
+  #finished = false;
+
+  constructor(
+    service: ServicePortName,
+    srcAddr: Addr | null,
+    protocol: 'TCP',
+    lb: LoadBalancer,
+    opts: DialOptions,
+    done: DialCallback | DialClient,
+  ) {
+    this.#service = service;
+    this.#srcAddr = srcAddr;
+    this.#protocol = protocol;
+    this.#lb = lb;
+    this.#opts = opts;
+    this.#timeouts = opts.timeoutsMs ?? DEFAULT_PROXY_SOCKET_OPTIONS.dialTimeoutsMs;
+    this.#done = done;
+  }
+
+  start(): void {
+    const { signal } = this.#opts;
+    if (signal !== undefined) {
+      if (signal.aborted) {
+        this.#finish(signal.reason);
+        return;
+      }
+      signal.addEventListener('abort', this.#onAbort, { once: true });
+    }
+    this.#next();
+  }
+
+  #name(): string {
+    return this.#opts.name ?? servicePortNameString(this.#service);
+  }
+
+  #next(): void {
+    if (this.#attempts >= this.#timeouts.length) {
+      this.#finish(new EndpointDialError(this.#name(), this.#attempts, { cause: this.#lastError }));
+      return;
+    }
+    let endpoint: string;
+    try {
+      endpoint = this.#lb.nextEndpoint(this.#service, this.#srcAddr, this.#reset);
+    } catch (error) {
+      componentLogger(this.#opts.logger, 'dial').debug(
+        `couldn't find an endpoint for ${this.#name()}: ${String(error)}`,
+      );
+      const none =
+        error instanceof MissingEndpointsError || error instanceof MissingServiceEntryError;
+      this.#finish(
+        none ? error : new EndpointDialError(this.#name(), this.#attempts, { cause: error }),
+      );
+      return;
+    }
+    const timeoutMs = this.#timeouts[this.#attempts] as number;
+    this.#attempts++;
+    this.#endpoint = endpoint;
+    const target = splitHostPort(endpoint);
+    if (target === undefined || net.isIP(target.host) === 0 || target.port === 0) {
+      this.#failed(new Error(`invalid endpoint "${endpoint}"`));
+      return;
+    }
+    let socket: net.Socket;
+    try {
+      const client = this.#done;
+      socket =
+        typeof client === 'object' && client.connect !== undefined
+          ? client.connect(target)
+          : (this.#opts.connect ?? net.connect)(target);
+    } catch (error) {
+      this.#failed(error);
+      return;
+    }
+    this.#socket = socket;
+    // `on`, not `once`: #drop removes both on the first of them, and `once` wraps each in a closure.
+    socket.on('connect', this.#onConnect);
+    socket.on('error', this.#onError);
+    this.#timer = setTimeout(this.#onTimeout, timeoutMs);
+  }
+
+  /** Stops watching the attempt in flight; with `error`, also destroys it. */
+  #drop(error: boolean): net.Socket | undefined {
+    clearTimeout(this.#timer);
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket !== undefined) {
+      socket.removeListener('connect', this.#onConnect);
+      socket.removeListener('error', this.#onError);
+      if (error) {
+        // destroy() may still report the error being handled: keep it from becoming uncaught.
+        socket.on('error', ignore);
+        socket.destroy();
+      }
+    }
+    return socket;
+  }
+
+  readonly #onConnect = (): void => {
+    const socket = this.#drop(false);
+    this.#finish(undefined, socket);
+  };
+
+  readonly #onError = (error: Error): void => {
+    this.#drop(true);
+    this.#failed(error);
+  };
+
+  readonly #onTimeout = (): void => {
+    this.#drop(true);
+    this.#failed(new DialTimeoutError(this.#endpoint, this.#timeouts[this.#attempts - 1] ?? 0));
+  };
+
+  readonly #onAbort = (): void => {
+    this.#drop(true);
+    this.#finish(this.#opts.signal?.reason);
+  };
+
+  #failed(error: unknown): void {
+    if (this.#finished) return;
+    this.#lastError = error;
+    const endpoint = this.#endpoint;
+    componentLogger(this.#opts.logger, 'dial').debug(
+      `dial ${endpoint} for ${this.#name()} failed: ${String(error)}`,
+    );
+    if (channels.dialError.hasSubscribers) {
+      const message: DialErrorMessage = {
+        service: this.#name(),
+        protocol: this.#protocol,
+        endpoint,
+        error: error instanceof Error ? error : new Error(String(error)),
+      };
+      channels.dialError.publish(message);
+    }
+    if (isLocalResourceError(error)) {
+      this.#finish(new EndpointDialError(this.#name(), this.#attempts, { cause: error }));
+      return;
+    }
+    this.#reset = true;
+    this.#next();
+  }
+
+  #finish(error: unknown, socket?: net.Socket): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#opts.signal?.removeEventListener('abort', this.#onAbort);
+    const endpoint = socket === undefined ? undefined : this.#endpoint;
+    const done = this.#done;
+    if (typeof done === 'function') done(error, socket, endpoint);
+    else done.dialed(error, socket, endpoint);
+  }
+}
+
+function ignore(): void {}

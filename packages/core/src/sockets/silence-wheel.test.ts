@@ -1,0 +1,48 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SilenceWheel, type Silent } from './silence-wheel.js';
+
+describe('SilenceWheel', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('expires a member between 1 and 1.125 timeouts after its last activity', () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+    const expired: string[] = [];
+    const member = (name: string): Silent & { lastActive: number } => ({
+      lastActive: performance.now(),
+      expire(wheel) {
+        expect(wheel).toBe(SilenceWheel.for(800));
+        expired.push(name);
+      },
+    });
+    const quiet = member('quiet');
+    const busy = member('busy');
+    const wheel = SilenceWheel.for(800);
+    wheel.add(quiet);
+    wheel.add(busy);
+    vi.advanceTimersByTime(700);
+    busy.lastActive = performance.now();
+    vi.advanceTimersByTime(100);
+    expect(expired).toEqual([]);
+    vi.advanceTimersByTime(100);
+    expect(expired).toEqual(['quiet']);
+    vi.advanceTimersByTime(600); // busy silent for 800 ms: not more than the timeout yet
+    expect(expired).toEqual(['quiet']);
+    vi.advanceTimersByTime(100);
+    expect(expired).toEqual(['quiet', 'busy']);
+    vi.advanceTimersByTime(10_000);
+    expect(expired).toEqual(['quiet', 'busy']);
+  });
+
+  it('forgets a deleted member', () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+    const expire = vi.fn();
+    const wheel = SilenceWheel.for(100);
+    const m = { lastActive: performance.now(), expire };
+    wheel.add(m);
+    wheel.delete(m);
+    vi.advanceTimersByTime(1_000);
+    expect(expire).not.toHaveBeenCalled();
+  });
+});

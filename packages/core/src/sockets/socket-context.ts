@@ -1,0 +1,86 @@
+import type { LoadBalancer } from '../load-balancing/load-balancer.js';
+import { type Logger, noopLogger } from '../logger.js';
+import type { Protocol, Service } from '../model/model.js';
+import type { ServicePortName } from '../model/service-port-name.js';
+import type { EndpointsChangedListener, ProxySocketContext } from './proxy-socket.js';
+
+/** Options of {@link createSocketContext}; only the load balancer is required. */
+export interface SocketContextOptions {
+  loadBalancer: LoadBalancer;
+  /** Default "TCP". */
+  protocol?: Protocol;
+  /** Default "127.0.0.1". */
+  ip?: string | null;
+  /** Default 0 (the OS chooses). */
+  port?: number;
+  /** Default `default/test:` with the protocol. */
+  servicePort?: ServicePortName;
+  /** Default: a minimal Service named after `servicePort`. */
+  service?: Service;
+  /** Default: silent. */
+  logger?: Logger;
+  /** Default: a signal that `abort()` on the returned context aborts. */
+  signal?: AbortSignal;
+}
+
+/** A context made outside a Proxier, with the two things a Proxier would otherwise do. */
+export interface StandaloneSocketContext extends ProxySocketContext {
+  /** Tells the subscribers that the endpoints changed, as the Proxier does after each event. */
+  notifyEndpointsChanged(): void;
+  /** Aborts the context's own signal (when no `signal` was given). */
+  abort(): void;
+}
+
+/**
+ * Builds a {@link ProxySocketContext} without a Proxier: for testing a socket or an accept policy
+ * on its own, or for running the default sockets in a program of one's own. Feed the load
+ * balancer, then call `notifyEndpointsChanged()`.
+ */
+export function createSocketContext(options: SocketContextOptions): StandaloneSocketContext {
+  const protocol = options.protocol ?? 'TCP';
+  const servicePort = options.servicePort ?? {
+    namespace: 'default',
+    name: 'test',
+    port: '',
+    protocol,
+  };
+  const controller = new AbortController();
+  const signal = options.signal ?? controller.signal;
+  const listeners = new Set<EndpointsChangedListener>();
+  const logger = options.logger ?? noopLogger;
+  const lb = options.loadBalancer;
+  return {
+    protocol,
+    ip: options.ip === undefined ? '127.0.0.1' : options.ip,
+    port: options.port ?? 0,
+    servicePort,
+    service: options.service ?? {
+      metadata: { namespace: servicePort.namespace, name: servicePort.name },
+      spec: { ports: [{ name: servicePort.port, port: options.port ?? 0, protocol }] },
+    },
+    logger,
+    signal,
+    loadBalancer: lb,
+    onEndpointsChanged(listener) {
+      listeners.add(listener);
+      const off = (): void => {
+        listeners.delete(listener);
+      };
+      signal.addEventListener('abort', off, { once: true });
+      return off;
+    },
+    notifyEndpointsChanged() {
+      const change = { servicePort, hasEndpoints: lb.serviceHasEndpoints(servicePort) };
+      for (const listener of [...listeners]) {
+        try {
+          listener(change);
+        } catch (error) {
+          logger.error('an endpoints-changed listener failed', error);
+        }
+      }
+    },
+    abort() {
+      controller.abort();
+    },
+  };
+}

@@ -1,0 +1,245 @@
+import type net from 'node:net';
+import type { LoadBalancer } from '../load-balancing/load-balancer.js';
+import type { Logger } from '../logger.js';
+import type { Addr } from '../model/model.js';
+import { joinHostPort, type ServicePortName } from '../model/service-port-name.js';
+import type { AcceptedConnection, AcceptedConnectionState } from './accept-policy.js';
+import { type DialClient, type DialOptions, dialEndpoints } from './dial-endpoints.js';
+import { connectForRelay, ignoreError, TcpRelay, type TcpRelayOptions } from './tcp-relay.js';
+
+/** The default TCP socket as its connections see it: what they share, and whom they report to. */
+export interface TcpConnectionOwner {
+  readonly service: ServicePortName;
+  /** Where a failing close listener is reported. */
+  readonly log: Logger;
+  readonly lb: LoadBalancer;
+  readonly dialOptions: DialOptions;
+  readonly relayOptions: TcpRelayOptions;
+  readonly holdBufferBytes: number;
+  /** Opens one dial attempt with the socket options and the relay's read buffers. */
+  connectEndpoint(target: { host: string; port: number }): net.Socket;
+  /** Switches an accepted client to the relay's read buffers (or not: then `usesOnread` false). */
+  adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean };
+  /** The dial of `conn` ended: with `backend`, relay it; without, the error. */
+  dialed(conn: TcpConnection, error: unknown, backend?: net.Socket, endpoint?: string): void;
+  /** `conn` was refused by its policy (`detail` is the policy's reason). */
+  refused(conn: TcpConnection, detail: string): void;
+  /** `conn` has closed for good (called once per connection the owner counted). */
+  ended(conn: TcpConnection): void;
+}
+
+/** The bytes and state of a held client. */
+interface Held {
+  chunks: Buffer[];
+  bytes: number;
+  onData: (chunk: Buffer) => void;
+  onEnd: () => void;
+  onClose: () => void;
+}
+
+/**
+ * One accepted TCP client, from accept to its last byte: the policy's {@link AcceptedConnection},
+ * its own dialler, and its relay. One object instead of a relay, an address, an options object and
+ * a handful of closures, because an idle connection costs what its objects cost. The client's
+ * address is read from the socket only when someone asks (a round-robin balancer without ClientIP
+ * affinity never does: a getpeername(2) saved per connection).
+ */
+export class TcpConnection extends TcpRelay implements Addr, DialClient, AcceptedConnection {
+  readonly owner: TcpConnectionOwner;
+  readonly acceptedAt = performance.now();
+  /** The client socket: the accepted one, or the one that took over its handle. */
+  client: net.Socket;
+  clientUsesOnread = false;
+  backendUsesOnread = false;
+  endpoint = '';
+  #state: AcceptedConnectionState = 'new';
+  #held: Held | undefined;
+  #early: Buffer[] | undefined;
+  #closeListeners: ((connection: AcceptedConnection) => void)[] | undefined;
+  #address: string | undefined;
+  #port = 0;
+
+  constructor(owner: TcpConnectionOwner, client: net.Socket) {
+    super(owner.relayOptions);
+    this.owner = owner;
+    this.client = client;
+  }
+
+  get state(): AcceptedConnectionState {
+    return this.#state;
+  }
+
+  get heldBytes(): number {
+    return this.#held?.bytes ?? (this.#early === undefined ? 0 : byteLength(this.#early));
+  }
+
+  get address(): string {
+    if (this.#address === undefined) {
+      this.#address = this.client.remoteAddress ?? '';
+      this.#port = this.client.remotePort ?? 0;
+    }
+    return this.#address;
+  }
+
+  get port(): number {
+    return this.address === '' ? 0 : this.#port;
+  }
+
+  get remoteAddress(): string {
+    return this.address;
+  }
+
+  get remotePort(): number {
+    return this.port;
+  }
+
+  override toString(): string {
+    return this.address === '' ? '' : joinHostPort(this.address, this.port);
+  }
+
+  /** Dials at once (the `proxy` verdict): the client goes on the copy-free read path first. */
+  dial(): void {
+    const adopted = this.owner.adopt(this.client);
+    this.client = adopted.socket;
+    this.clientUsesOnread = adopted.usesOnread;
+    this.client.on('error', ignoreError);
+    this.#state = 'dialling';
+    dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
+  }
+
+  /** Holds (the `hold` verdict): reads into a bounded buffer so a client that leaves is seen. */
+  hold(): void {
+    const client = this.client;
+    const held: Held = {
+      chunks: [],
+      bytes: 0,
+      onData: (chunk) => {
+        held.chunks.push(chunk);
+        held.bytes += chunk.length;
+        if (held.bytes >= this.owner.holdBufferBytes) client.pause();
+      },
+      // A FIN after a request may be a client that half-closed and waits for its answer (kept);
+      // a FIN with nothing sent is a client that gave up: nothing could ever answer it.
+      onEnd: () => {
+        if (held.bytes === 0) client.destroy();
+      },
+      onClose: () => {
+        this.#release();
+        this.markClosed();
+      },
+    };
+    this.#held = held;
+    this.#state = 'held';
+    client.on('error', ignoreError);
+    client.on('data', held.onData);
+    client.on('end', held.onEnd);
+    client.on('close', held.onClose);
+    client.resume();
+  }
+
+  proxy(): boolean {
+    if (this.#state !== 'held') return false;
+    this.#early = this.#release();
+    this.client.pause();
+    this.#state = 'dialling';
+    dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
+    return true;
+  }
+
+  refuse(reason = 'policy'): boolean {
+    switch (this.#state) {
+      case 'closed':
+        return false;
+      case 'relaying':
+        this.destroy();
+        return true;
+      default: {
+        const unanswered = this.heldBytes > 0 || this.#state === 'dialling';
+        this.#release();
+        this.#early = undefined;
+        if (unanswered && !this.client.destroyed) this.client.resetAndDestroy();
+        else this.client.destroy();
+        this.owner.refused(this, reason);
+        this.markClosed();
+        return true;
+      }
+    }
+  }
+
+  onClose(listener: (connection: AcceptedConnection) => void): void {
+    if (this.#state === 'closed') {
+      listener(this);
+      return;
+    }
+    this.#closeListeners ??= [];
+    this.#closeListeners.push(listener);
+  }
+
+  /** DialClient: one attempt, with the owner's socket options. */
+  connect(target: { host: string; port: number }): net.Socket {
+    const { socket, usesOnread } = connectForRelay(
+      (t: { host: string; port: number }) => this.owner.connectEndpoint(t),
+      target,
+    );
+    this.backendUsesOnread = usesOnread;
+    return socket;
+  }
+
+  /** DialClient: the dial ended. */
+  dialed(error: unknown, socket?: net.Socket, endpoint?: string): void {
+    if (this.#state === 'closed') {
+      // Refused while dialling: the endpoint is not wanted any more.
+      socket?.destroy();
+      this.abandon();
+      return;
+    }
+    this.owner.dialed(this, error, socket, endpoint);
+  }
+
+  /** Starts relaying to `backend`, with what the client sent while held. */
+  relay(backend: net.Socket): void {
+    this.#state = 'relaying';
+    const early = this.#early;
+    this.#early = undefined;
+    this.start(
+      this.client,
+      backend,
+      { client: this.clientUsesOnread, backend: this.backendUsesOnread },
+      early,
+    );
+  }
+
+  /** Marks the connection closed for good and tells the owner and the listeners, once. */
+  markClosed(): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    this.owner.ended(this);
+    const listeners = this.#closeListeners;
+    this.#closeListeners = undefined;
+    if (listeners === undefined) return;
+    for (const listener of listeners) {
+      try {
+        listener(this);
+      } catch (error) {
+        this.owner.log.error('a connection close listener failed', error);
+      }
+    }
+  }
+
+  /** Stops holding; returns what the client sent meanwhile. */
+  #release(): Buffer[] | undefined {
+    const held = this.#held;
+    if (held === undefined) return undefined;
+    this.#held = undefined;
+    this.client.removeListener('data', held.onData);
+    this.client.removeListener('end', held.onEnd);
+    this.client.removeListener('close', held.onClose);
+    return held.chunks.length > 0 ? held.chunks : undefined;
+  }
+}
+
+function byteLength(chunks: readonly Buffer[]): number {
+  let n = 0;
+  for (const chunk of chunks) n += chunk.length;
+  return n;
+}
