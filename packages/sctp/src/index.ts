@@ -38,6 +38,14 @@ export {
 } from './errors.js';
 export { resolveAssociationOptions, type SctpAssociationOptions } from './options.js';
 export {
+  createSctpProxySocketFactory,
+  type SctpProxySocketCounters,
+  SctpProxySocket,
+  type SctpProxySocketOptions,
+  type WithSctpOptions,
+  withSctp,
+} from './proxy-socket-sctp.js';
+export {
   relayAssociations,
   type SctpRelay,
   type SctpRelayCounters,

@@ -2,9 +2,19 @@
  * Interop with an independent stack: usrsctp's echo_server, client and tsctp over RFC 6951 UDP
  * encapsulation on 127.0.0.1, in both directions.
  */
+
+import { servicePortNameString } from '@userspace-proxy/core';
+import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
+import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
-import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
+import {
+  createSctpProxySocketFactory,
+  createUserspaceSctpEngine,
+  type SctpAssociation,
+  type SctpEngine,
+} from './index.js';
 import { closed, collect, randomPort, sendAll } from './test-support/loopback.js';
 import { killAll, startPeer, usrsctpMissing } from './test-support/usrsctp.js';
 
@@ -177,6 +187,52 @@ describe.skipIf(usrsctpMissing !== undefined)(
       expect(Number(line[1])).toBe(150_000);
       expect(Number(line[2])).toBe(30);
       expect(Number(line[4])).toBe(30 * 150_000);
+    });
+
+    it('usrsctp client -> our proxy -> usrsctp echo_server: both ends independent, graceful shutdown', async () => {
+      const { theirs: serverPort } = ports();
+      const clientPort = serverPort === 20000 ? 59999 : serverPort - 1;
+      const proxyPort = randomPort();
+      startPeer('echo_server', [String(serverPort), String(proxyPort)]);
+      const servicePort = { namespace: 'ns', name: 'echo', port: '', protocol: 'SCTP' as const };
+      const lb = new FakeLoadBalancer({ [servicePortNameString(servicePort)]: ['127.0.0.1:7'] });
+      // One UDP port for the proxy's both sides: echo_server sends to the port it was given.
+      const factory = createSctpProxySocketFactory({
+        engine: engine(),
+        encapsulationPort: proxyPort,
+        endpointEncapsulationPort: serverPort,
+      });
+      const ctx = createSocketContext({
+        loadBalancer: lb,
+        protocol: 'SCTP',
+        ip: '127.0.0.1',
+        port: 5004,
+        servicePort,
+      });
+      const socket = await factory(ctx);
+      const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
+      try {
+        // echo_server must be bound before the first dial (its stdout is buffered: no ready line).
+        await new Promise((r) => setTimeout(r, 300));
+        const peer = startPeer(
+          'client',
+          ['127.0.0.1', '5004', '0', String(clientPort), String(proxyPort)],
+          true,
+        );
+        const lines = Array.from({ length: 10 }, (_, i) => `through the proxy ${i}\n`);
+        for (const l of lines) peer.child.stdin?.write(l);
+        // Echoes are written unbuffered, so wait for them before EOF: SCTP has no half-close, and
+        // the client's SHUTDOWN (sent once its data is acknowledged by the proxy) would stop the
+        // echoes still on their way back from echo_server.
+        await waitFor(() => lines.every((l) => peer.stdout.includes(l)), 10_000, 'echoes');
+        peer.child.stdin?.end();
+        expect(await peer.exited).toBe(0);
+        expect(peer.stdout).toContain('SCTP_SHUTDOWN_COMP');
+      } finally {
+        ctx.abort();
+        await socket.close();
+        await loop;
+      }
     });
   },
 );

@@ -15,6 +15,11 @@ export interface SctpRelayCounters {
   messagesToClient: number;
   bytesToEndpoint: number;
   bytesToClient: number;
+  /**
+   * Messages that arrived after the other side began its shutdown: SCTP has no half-close, so an
+   * association that received SHUTDOWN accepts nothing more to send, and they are dropped.
+   */
+  droppedAfterShutdown: number;
 }
 
 /** How the relay ended: the first side to close and why. */
@@ -39,6 +44,7 @@ export function relayAssociations(client: SctpAssociation, endpoint: SctpAssocia
     messagesToClient: 0,
     bytesToEndpoint: 0,
     bytesToClient: 0,
+    droppedAfterShutdown: 0,
   };
   let first: SctpRelayResult | undefined;
   let resolveDone!: (r: SctpRelayResult) => void;
@@ -54,6 +60,10 @@ export function relayAssociations(client: SctpAssociation, endpoint: SctpAssocia
     let shutdownPending = false;
     const forward = (m: SctpMessage): void => {
       if (to.closeInfo) return;
+      if (to.state !== 'established') {
+        counters.droppedAfterShutdown++;
+        return;
+      }
       if (m.streamId >= to.outboundStreams) {
         abortBoth(
           `stream ${m.streamId} is beyond the ${to.outboundStreams} stream(s) of the other side`,

@@ -1,0 +1,187 @@
+import {
+  type ProxySocket,
+  type ProxySocketFactory,
+  servicePortNameString,
+} from '@userspace-proxy/core';
+import { createSocketContext } from '@userspace-proxy/core/sockets';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
+import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
+import { waitFor } from '../../core/src/test-support/wait-for.js';
+import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
+import { withSctp } from './proxy-socket-sctp.js';
+import { closed, collect, randomLoopback, randomPort, sendAll } from './test-support/loopback.js';
+
+const cleanup: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+const FAST = { rtoInitial: 100, rtoMin: 100 };
+const servicePort = { namespace: 'ns', name: 'diameter', port: 'sctp', protocol: 'SCTP' as const };
+const key = servicePortNameString(servicePort);
+
+function engine(): SctpEngine {
+  const e = createUserspaceSctpEngine({ association: FAST });
+  cleanup.push(() => e.close());
+  return e;
+}
+
+/** An SCTP backend on its own loopback address that echoes, with its name as the first message's PPID... */
+async function backend(
+  name: number,
+  encapsulationPort: number,
+): Promise<{ endpoint: string; accepted: SctpAssociation[] }> {
+  const address = randomLoopback();
+  const accepted: SctpAssociation[] = [];
+  const l = await engine().listen({ address, port: 3868, encapsulationPort });
+  l.on('association', (a) => {
+    accepted.push(a);
+    // Echo with the stream, PPID and U bit; a message "who" is answered with the backend's name.
+    a.on('message', (m) =>
+      a.send(
+        m.data.toString() === 'who'
+          ? { streamId: m.streamId, ppid: name, data: Buffer.from(String(name)) }
+          : m,
+      ),
+    );
+  });
+  return { endpoint: `${address}:3868`, accepted };
+}
+
+async function proxy(
+  lb: FakeLoadBalancer,
+  endpointEncapsulationPort: number,
+  extra: { maxAssociations?: number } = {},
+) {
+  const ip = randomLoopback();
+  const encapsulationPort = randomPort();
+  const base: ProxySocketFactory = () => Promise.reject(new Error('base factory called'));
+  const factory = withSctp(base, {
+    engine: engine(),
+    encapsulationPort,
+    endpointEncapsulationPort,
+    association: FAST,
+    ...extra,
+  });
+  const ctx = createSocketContext({
+    loadBalancer: lb,
+    protocol: 'SCTP',
+    ip,
+    port: 3868,
+    servicePort,
+  });
+  const socket: ProxySocket = await factory(ctx);
+  const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
+  cleanup.push(async () => {
+    ctx.abort();
+    await socket.close();
+    await loop;
+  });
+  const connect = () =>
+    engine().connect({ address: ip, port: 3868, encapsulationPort, localAddress: '127.0.0.1' });
+  return { socket, connect, ip };
+}
+
+describe('SctpProxySocket', () => {
+  it('relays each message with its stream, PPID and U bit through an endpoint, and shuts down end to end', async () => {
+    const ep = randomPort();
+    const b = await backend(1, ep);
+    const { socket, connect } = await proxy(new FakeLoadBalancer({ [key]: [b.endpoint] }), ep);
+    expect(socket.addr().port).toBe(3868);
+    const client = await connect();
+    const got = collect(client);
+    const msgs = Array.from({ length: 200 }, (_, i) => ({
+      streamId: i % 4,
+      ppid: 100 + i,
+      unordered: i % 7 === 0,
+      data: Buffer.alloc(1 + ((i * 1237) % 9000), i),
+    }));
+    await sendAll(client, msgs);
+    await waitFor(() => got.length === msgs.length, 10_000, 'echoes through the proxy');
+    for (let s = 0; s < 4; s++) {
+      const want = msgs
+        .filter((m) => m.streamId === s && !m.unordered)
+        .map((m) => [m.ppid, m.data.length]);
+      expect(
+        got.filter((m) => m.streamId === s && !m.unordered).map((m) => [m.ppid, m.data.length]),
+      ).toEqual(want);
+    }
+    expect(
+      got
+        .filter((m) => m.unordered)
+        .map((m) => m.ppid)
+        .sort(),
+    ).toEqual(
+      msgs
+        .filter((m) => m.unordered)
+        .map((m) => m.ppid)
+        .sort(),
+    );
+    expect(socket.activeConnections?.()).toBe(1);
+    const backendSide = b.accepted[0] as SctpAssociation;
+    const bc = closed(backendSide);
+    client.shutdown();
+    expect((await closed(client)).reason).toBe('shutdown');
+    expect((await bc).reason).toBe('shutdown');
+    await waitFor(() => socket.activeConnections?.() === 0, 5_000, 'relay gone');
+  });
+
+  it('keeps a client on its endpoint (ClientIP affinity) and moves it off a dead one, resetting affinity', async () => {
+    const ep = randomPort();
+    const b1 = await backend(1, ep);
+    const b2 = await backend(2, ep);
+    const dead = `${randomLoopback()}:3868`; // nobody listens: the INIT is answered by nothing
+    const lb = new FakeLoadBalancer(
+      { [key]: [dead, b1.endpoint, b2.endpoint] },
+      { affinity: true },
+    );
+    const { connect } = await proxy(lb, ep);
+    const who = async (): Promise<number> => {
+      const c = await connect();
+      const got = collect(c);
+      c.send({ data: Buffer.from('who') });
+      await waitFor(() => got.length === 1, 10_000, 'answer');
+      c.abort('done');
+      return got[0]?.ppid as number;
+    };
+    const first = await who();
+    expect(first).toBe(1);
+    expect(lb.calls[0]?.result).toBe(dead);
+    expect(lb.calls[1]).toMatchObject({ result: b1.endpoint, sessionAffinityReset: true });
+    expect(await who()).toBe(1); // the same client address sticks to its endpoint
+  });
+
+  it('aborts the client when there is no endpoint, when the endpoint aborts, and past maxAssociations', async () => {
+    const ep = randomPort();
+    const b = await backend(1, ep);
+    const lb = new FakeLoadBalancer({ [key]: [] });
+    const { connect } = await proxy(lb, ep, { maxAssociations: 1 });
+    // Refused while its COOKIE ECHO is handled: the ABORT reaches the client before COOKIE ACK.
+    await expect(connect()).rejects.toMatchObject({
+      code: 'ERR_SCTP_CONNECT',
+      message: expect.stringContaining('missing endpoints'),
+    });
+
+    lb.setEndpoints(key, [b.endpoint]);
+    const client = await connect();
+    await waitFor(() => b.accepted.length === 1, 5_000, 'endpoint association');
+    // The listener's own limit answers with an Out of Resource ABORT (cause 4).
+    await expect(connect()).rejects.toMatchObject({ message: expect.stringContaining('cause 4') });
+    (b.accepted[0] as SctpAssociation).abort('backend restarting');
+    const gone = await closed(client);
+    expect(gone.reason).toBe('abort-remote');
+  });
+
+  it('hands every other protocol to the base factory', async () => {
+    let asked = '';
+    const base: ProxySocketFactory = (ctx) => {
+      asked = ctx.protocol;
+      return Promise.reject(new Error('base'));
+    };
+    const factory = withSctp(base);
+    const ctx = createSocketContext({ loadBalancer: new FakeLoadBalancer(), protocol: 'TCP' });
+    await expect(factory(ctx)).rejects.toThrow('base');
+    expect(asked).toBe('TCP');
+  });
+});

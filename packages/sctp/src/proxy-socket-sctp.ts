@@ -1,0 +1,287 @@
+/**
+ * The SCTP proxy socket: accepts associations on a Service portal (RFC 6951 UDP encapsulation),
+ * dials an endpoint the load balancer picks (ClientIP affinity honoured, the TCP dial schedule with
+ * an affinity reset after a failure), and relays messages between the two associations with
+ * {@link relayAssociations}. Built on core's public surface only, as a third party would.
+ */
+import { isIP } from 'node:net';
+import {
+  type Addr,
+  DEFAULT_PROXY_SOCKET_OPTIONS,
+  type Logger,
+  newProxySocket,
+  type ProxySocket,
+  type ProxySocketContext,
+  type ProxySocketFactory,
+  type ServiceInfo,
+  SocketOpenError,
+  servicePortNameString,
+} from '@userspace-proxy/core';
+import { isNoEndpointsError, splitHostPort } from '@userspace-proxy/core/sockets';
+import type { SctpAssociation, SctpEngine, SctpListener } from './engine.js';
+import { DEFAULT_ENCAPSULATION_PORT } from './engine.js';
+import { createUserspaceSctpEngine } from './engine-userspace.js';
+import type { SctpAssociationOptions } from './options.js';
+import { relayAssociations } from './relay.js';
+
+/** Options of the SCTP proxy socket. */
+export interface SctpProxySocketOptions {
+  /** The engine. Default: one userspace engine shared by every socket of the factory. */
+  readonly engine?: SctpEngine;
+  /** Local UDP port of the portal's encapsulation. Default 9899. */
+  readonly encapsulationPort?: number;
+  /** UDP encapsulation port of the endpoints (Kubernetes endpoints carry none). Default 9899. */
+  readonly endpointEncapsulationPort?: number;
+  /** Associations one socket relays at once (client side); more are aborted. Default 1024. */
+  readonly maxAssociations?: number;
+  /** One dial attempt per entry, each with that timeout, ms. Default core's [250, 500, 1000, 2000]. */
+  readonly dialTimeoutsMs?: readonly number[];
+  /**
+   * Parameters of both associations of a relay. They bound what one relay buffers: per direction
+   * at most `sendHighWaterMark` queued plus `receiveWindow + maxMessageBytes` held. Default
+   * 256 KiB each, and an RTO starting at 200 ms so a lost INIT fits the first dial attempt.
+   */
+  readonly association?: SctpAssociationOptions;
+}
+
+const PROXY_ASSOCIATION_DEFAULTS: SctpAssociationOptions = {
+  receiveWindow: 256 * 1024,
+  sendHighWaterMark: 256 * 1024,
+  maxMessageBytes: 256 * 1024,
+  rtoInitial: 200,
+  rtoMin: 200,
+};
+
+/** Counters of one SCTP proxy socket. */
+export interface SctpProxySocketCounters {
+  accepted: number;
+  relayed: number;
+  refused: Record<string, number>;
+  dialFailures: number;
+}
+
+/** See the module comment. Made by {@link withSctp} / {@link createSctpProxySocketFactory}. */
+export class SctpProxySocket implements ProxySocket {
+  readonly counters: SctpProxySocketCounters = {
+    accepted: 0,
+    relayed: 0,
+    refused: {},
+    dialFailures: 0,
+  };
+  private readonly log: Logger;
+  private readonly name: string;
+  private readonly relays = new Set<SctpAssociation>();
+  private readonly dials = new Set<AbortController>();
+  private serving: ServiceInfo | undefined;
+  private closed: Promise<void> | undefined;
+  private stopServing: (() => void) | undefined;
+  private idleWaiters: Array<() => void> = [];
+
+  private constructor(
+    private readonly ctx: ProxySocketContext,
+    private readonly listener: SctpListener,
+    private readonly engine: SctpEngine,
+    private readonly opts: Required<Omit<SctpProxySocketOptions, 'engine' | 'association'>> & {
+      association: SctpAssociationOptions;
+    },
+  ) {
+    this.log = ctx.logger;
+    this.name = servicePortNameString(ctx.servicePort);
+  }
+
+  /** Binds the portal; rejects with core's SocketOpenError. */
+  static async open(
+    ctx: ProxySocketContext,
+    options: SctpProxySocketOptions = {},
+    engine?: SctpEngine,
+  ): Promise<SctpProxySocket> {
+    const e = options.engine ?? engine ?? createUserspaceSctpEngine();
+    const opts = {
+      encapsulationPort: options.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
+      endpointEncapsulationPort: options.endpointEncapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
+      maxAssociations: options.maxAssociations ?? 1024,
+      dialTimeoutsMs: options.dialTimeoutsMs ?? DEFAULT_PROXY_SOCKET_OPTIONS.dialTimeoutsMs,
+      association: { ...PROXY_ASSOCIATION_DEFAULTS, ...options.association },
+    };
+    const address = ctx.ip ?? '0.0.0.0';
+    let listener: SctpListener;
+    try {
+      listener = await e.listen({
+        address,
+        port: ctx.port,
+        encapsulationPort: opts.encapsulationPort,
+        maxAssociations: opts.maxAssociations,
+        association: opts.association,
+      });
+    } catch (cause) {
+      throw new SocketOpenError(`${address}:${ctx.port}/SCTP`, { cause });
+    }
+    return new SctpProxySocket(ctx, listener, e, opts);
+  }
+
+  addr(): Addr {
+    return { address: this.listener.address, port: this.listener.port };
+  }
+
+  listenPort(): number {
+    return this.ctx.port;
+  }
+
+  activeConnections(): number {
+    return this.relays.size;
+  }
+
+  idle(): Promise<void> {
+    if (this.relays.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  proxyLoop(info: ServiceInfo): Promise<void> {
+    if (this.closed) return this.closed;
+    this.serving = info;
+    this.listener.on('association', this.onAssociation);
+    this.log.debug(
+      `proxying ${this.name} on ${this.listener.address}:${this.listener.port}/SCTP (UDP ${this.listener.encapsulationPort})`,
+    );
+    return new Promise((resolve) => {
+      this.stopServing = resolve;
+      this.ctx.signal.addEventListener('abort', () => void this.close(), { once: true });
+    });
+  }
+
+  close(): Promise<void> {
+    if (this.closed) return this.closed;
+    this.listener.off('association', this.onAssociation);
+    for (const d of this.dials) d.abort(new Error('proxy socket closed'));
+    this.closed = this.listener.close().then(() => this.stopServing?.());
+    return this.closed;
+  }
+
+  private refuse(client: SctpAssociation, reason: string, detail: string): void {
+    this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + 1;
+    this.log.debug(
+      `${this.name}: refusing SCTP association from ${client.remoteAddress}:${client.remotePort}: ${detail}`,
+    );
+    client.abort(detail);
+  }
+
+  private readonly onAssociation = (client: SctpAssociation): void => {
+    this.counters.accepted++;
+    const info = this.serving;
+    if (info === undefined || this.closed !== undefined) {
+      this.refuse(client, 'closed', 'proxy socket closed');
+      return;
+    }
+    if (!info.isAlive()) {
+      this.refuse(client, 'closed', 'Service port no longer served');
+      void this.close();
+      return;
+    }
+    if (this.relays.size >= this.opts.maxAssociations) {
+      this.refuse(client, 'association-limit', `${this.opts.maxAssociations} associations open`);
+      return;
+    }
+    client.pause(); // what arrives before the endpoint is up waits (its window closes)
+    this.track(client);
+    void this.dial(client).then(
+      (endpoint) => {
+        if (endpoint === undefined) return;
+        if (client.closeInfo) {
+          endpoint.abort('client went away during the dial');
+          return;
+        }
+        this.counters.relayed++;
+        relayAssociations(client, endpoint);
+        client.resume();
+      },
+      (err: unknown) => this.refuse(client, 'internal-error', String(err)),
+    );
+  };
+
+  private track(client: SctpAssociation): void {
+    this.relays.add(client);
+    client.once('close', () => {
+      this.relays.delete(client);
+      if (this.relays.size === 0 && this.idleWaiters.length > 0) {
+        for (const w of this.idleWaiters.splice(0)) w();
+      }
+    });
+  }
+
+  /** Dials like the TCP socket: one endpoint per timeout, affinity reset after a failure. */
+  private async dial(client: SctpAssociation): Promise<SctpAssociation | undefined> {
+    const src = { address: client.remoteAddress, port: client.remotePort };
+    let lastError: unknown;
+    for (let i = 0; i < this.opts.dialTimeoutsMs.length; i++) {
+      if (client.closeInfo || this.closed) return undefined;
+      let endpoint: string;
+      try {
+        endpoint = this.ctx.loadBalancer.nextEndpoint(this.ctx.servicePort, src, i > 0);
+      } catch (err) {
+        this.refuse(client, isNoEndpointsError(err) ? 'no-endpoints' : 'dial-failed', String(err));
+        return undefined;
+      }
+      const target = splitHostPort(endpoint);
+      if (target === undefined || isIP(target.host) === 0 || target.port === 0) {
+        lastError = new Error(`invalid endpoint "${endpoint}"`);
+        continue;
+      }
+      const ac = new AbortController();
+      const timeoutMs = this.opts.dialTimeoutsMs[i] as number;
+      const timer = setTimeout(
+        () => ac.abort(new Error(`SCTP connect to ${endpoint} timed out after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      const onClientClose = (): void => ac.abort(new Error('client went away'));
+      client.once('close', onClientClose);
+      this.dials.add(ac);
+      try {
+        return await this.engine.connect({
+          address: target.host,
+          port: target.port,
+          encapsulationPort: this.opts.endpointEncapsulationPort,
+          signal: ac.signal,
+          association: this.opts.association,
+        });
+      } catch (err) {
+        lastError = err;
+        this.counters.dialFailures++;
+        this.log.debug(`${this.name}: SCTP dial to ${endpoint} failed: ${String(err)}`);
+      } finally {
+        clearTimeout(timer);
+        client.off('close', onClientClose);
+        this.dials.delete(ac);
+      }
+    }
+    if (!client.closeInfo)
+      this.refuse(client, 'dial-failed', `no endpoint reachable: ${String(lastError)}`);
+    return undefined;
+  }
+}
+
+/** Options of {@link withSctp}. */
+export type WithSctpOptions = Omit<SctpProxySocketOptions, 'engine'> & {
+  readonly engine?: SctpEngine;
+};
+
+/**
+ * A factory that serves SCTP with {@link SctpProxySocket} and hands every other protocol to `base`
+ * (typically core's default factory). Its sockets share one engine, so every SCTP portal on one
+ * address shares one UDP socket.
+ */
+export function withSctp(
+  base: ProxySocketFactory,
+  options: WithSctpOptions = {},
+): ProxySocketFactory {
+  let engine = options.engine;
+  return (ctx) => {
+    if (ctx.protocol !== 'SCTP') return base(ctx);
+    engine ??= createUserspaceSctpEngine();
+    return SctpProxySocket.open(ctx, options, engine);
+  };
+}
+
+/** {@link withSctp} over core's default factory: TCP and UDP as core serves them, SCTP here. */
+export function createSctpProxySocketFactory(options: WithSctpOptions = {}): ProxySocketFactory {
+  return withSctp(newProxySocket, options);
+}
