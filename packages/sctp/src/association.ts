@@ -2,9 +2,23 @@
  * One SCTP association (RFC 9260): the state machine from COOKIE-WAIT to CLOSED, dispatch of the
  * chunks of each packet the endpoint routed here, and the flush that bundles control chunks, SACK,
  * retransmissions and new DATA into packets. Data structures of each direction live in
- * {@link Sender} and {@link Receiver}.
+ * {@link Sender} and {@link Receiver}; the surface's types in association-types.ts.
+ *
+ * Longer than 400 lines because the state machine is one class: every chunk handler, timer and the
+ * flush read and move the same private state (state, error count, timers, both directions), and
+ * splitting it would turn that state into a public surface between files.
  */
 import { EventEmitter } from 'eventemitter3';
+import type {
+  AssociationState,
+  PeerParameters,
+  SctpAssociationCounters,
+  SctpAssociationEvents,
+  SctpCloseInfo,
+  SctpCloseReason,
+  SctpMessage,
+  SctpOutboundMessage,
+} from './association-types.js';
 import { CauseCode, ChunkType, FLAG_T, type ParsedPacket, type RawChunk } from './chunk-types.js';
 import {
   CodecError,
@@ -28,91 +42,22 @@ import { type InboundMessage, Receiver } from './reassembly.js';
 import { Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
-/** RFC 9260 states, lower-case. */
-export type AssociationState =
-  | 'cookie-wait'
-  | 'cookie-echoed'
-  | 'established'
-  | 'shutdown-pending'
-  | 'shutdown-sent'
-  | 'shutdown-received'
-  | 'shutdown-ack-sent'
-  | 'closed';
-
-/** A message to send: the stream, PPID and U bit travel with it. */
-export interface SctpOutboundMessage {
-  readonly streamId?: number;
-  readonly ppid?: number;
-  readonly unordered?: boolean;
-  /** Not copied: do not modify it after `send`. */
-  readonly data: Buffer;
-}
-
-/** A received message. */
-export type SctpMessage = InboundMessage;
-
-/** Why an association closed. Only `shutdown` is graceful. */
-export type SctpCloseReason =
-  | 'shutdown'
-  | 'abort-local'
-  | 'abort-remote'
-  | 'timeout'
-  | 'connect-failed'
-  | 'protocol-error'
-  | 'restart'
-  | 'internal-error'
-  | 'endpoint-closed';
-
-/** What the 'close' event carries. */
-export interface SctpCloseInfo {
-  readonly reason: SctpCloseReason;
-  /** Human-readable detail (the peer's abort cause, the timer that expired, ...). */
-  readonly detail: string;
-  /** Set unless `reason` is `shutdown`. */
-  readonly error: SctpAssociationError | undefined;
-  /** User bytes queued or in flight that were never acknowledged. */
-  readonly unsentBytes: number;
-}
-
-/** Running totals of one association. */
-export interface SctpAssociationCounters {
-  packetsIn: number;
-  packetsOut: number;
-  messagesIn: number;
-  messagesOut: number;
-  bytesIn: number;
-  bytesOut: number;
-  retransmits: number;
-  fastRetransmits: number;
-  timeouts: number;
-  duplicateChunks: number;
-  droppedChunks: number;
-}
-
-/** Events of an association. */
-export interface SctpAssociationEvents {
-  message: [SctpMessage];
-  drain: [];
-  established: [];
-  /** The peer started a graceful shutdown (SHUTDOWN received): it sends nothing more. */
-  shutdown: [];
-  close: [SctpCloseInfo];
-}
+export type {
+  AssociationState,
+  PeerParameters,
+  SctpAssociationCounters,
+  SctpAssociationEvents,
+  SctpCloseInfo,
+  SctpCloseReason,
+  SctpMessage,
+  SctpOutboundMessage,
+} from './association-types.js';
 
 /** What an association needs from the endpoint that owns it. */
 export interface AssociationHost {
   readonly timers: SctpTimers;
   transmit(a: Association, packet: Buffer): void;
   released(a: Association): void;
-}
-
-/** The peer's half of the handshake, from an INIT ACK or a State Cookie. */
-export interface PeerParameters {
-  readonly peerTag: number;
-  readonly peerInitialTsn: number;
-  readonly peerRwnd: number;
-  readonly outboundStreams: number;
-  readonly inboundStreams: number;
 }
 
 /** Everything fixed when an association is made. */

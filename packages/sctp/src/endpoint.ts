@@ -4,6 +4,10 @@
  * verification tag, then by addresses and ports), the stateless INIT / COOKIE ECHO handling of the
  * listeners, and out-of-the-blue replies (RFC 9260 §8.4). An exception while one association
  * handles a packet aborts that association only.
+ *
+ * Longer than 400 lines because the guard, the demultiplexer, the stateless INIT / COOKIE ECHO
+ * path and the OOTB rules all work on the same association maps, listeners and reply budget; each
+ * is a few dozen lines and splitting them would expose those maps between files.
  */
 import { randomBytes } from 'node:crypto';
 import { isIPv6 } from 'node:net';
