@@ -155,6 +155,8 @@ const SOCKETS = [
   'refusalReason',
   'relayReadPathCounts',
   'splitHostPort',
+  'splitHostPortText',
+  'splitHostPortText',
   'tryConnectEndpoints',
 ];
 

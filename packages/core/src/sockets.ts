@@ -9,7 +9,7 @@
  * Named exports only: a new export is a decision (a test lists them).
  */
 
-export { joinHostPort, splitHostPort } from './model/service-port-name.js';
+export { joinHostPort, splitHostPort, splitHostPortText } from './model/service-port-name.js';
 export { AcceptBackoff, MAX_ACCEPT_BACKOFF_MS } from './sockets/accept-backoff.js';
 export type { ConnectFn, TryConnectOptions } from './sockets/dial-endpoints.js';
 export { DialTimeoutError, tryConnectEndpoints } from './sockets/dial-endpoints.js';
