@@ -88,7 +88,9 @@ describe('runCommand', () => {
     expect(decoded.errors).toEqual([]);
     expect(decoded.input).toMatchObject({
       udpIdleTimeout: 3000,
-      userspaceProxy: { servicesFile: 's.yaml' },
+      // relative to the working directory on the command line; absolute in the file (see
+      // config-write.test.ts), so that --config reads the same file back
+      userspaceProxy: { servicesFile: join(process.cwd(), 's.yaml') },
     });
   });
 

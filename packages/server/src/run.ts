@@ -100,7 +100,7 @@ async function writeConfig(
   logger: Logger,
 ): Promise<number> {
   try {
-    await writeFile(path, configurationYaml(config));
+    await writeFile(path, configurationYaml(config, { writtenTo: path }));
     logger.info(`wrote the configuration to ${path}`);
     return 0;
   } catch (err) {
