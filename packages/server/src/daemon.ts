@@ -24,6 +24,7 @@ import { createHealthServer } from './health-server.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
 import { parseListenAddress } from './host-port.js';
 import { RetryingListener } from './http-listen.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
 import { createMetricsServer } from './metrics-server.js';
 import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
@@ -327,8 +328,9 @@ export class Daemon {
 export function loggingRecorder(log: Logger): EventRecorder {
   return {
     event(ref, type, reason, message) {
-      const what = `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`;
-      const line = `event ${type} ${reason} on ${what}: ${message}`;
+      // Names and messages come from the objects the source delivered: bounded and escaped.
+      const what = logSafe(`${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`);
+      const line = `event ${type} ${reason} on ${what}: ${logSafe(message, LOG_MESSAGE_MAX_CHARS)}`;
       if (type === 'Warning') log.warn(line);
       else log.info(line);
     },

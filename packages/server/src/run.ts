@@ -7,6 +7,7 @@ import type { KubeProxyConfiguration } from './config-schema.js';
 import { configurationYaml } from './config-write.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { watchFile } from './file-watch.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { createDaemonLogger } from './logging.js';
 import { chooseSource } from './sources.js';
 
@@ -45,6 +46,9 @@ export const processIO: CommandIO = {
   },
 };
 
+/** A message about the configuration, which quotes the file's values: bounded and escaped. */
+const safe = (message: string) => logSafe(message, LOG_MESSAGE_MAX_CHARS);
+
 function resolve(cli: CliOptions): Promise<ResolvedConfiguration> {
   return resolveConfiguration({
     configFile: cli.configFile,
@@ -78,9 +82,9 @@ export async function runCommand(
     });
     if (choice.kind === 'none') errors.push(choice.error);
   }
-  for (const warning of resolved.warnings) io.stderr(`Warning: ${warning}\n`);
+  for (const warning of resolved.warnings) io.stderr(`Warning: ${safe(warning)}\n`);
   if (config === undefined || errors.length > 0) {
-    io.stderr(`failed validate:\n${errors.map((e) => `  ${e}\n`).join('')}`);
+    io.stderr(`failed validate:\n${errors.map((e) => `  ${safe(e)}\n`).join('')}`);
     return 1;
   }
   const logger = createDaemonLogger({
@@ -125,11 +129,12 @@ async function runDaemon(
     await daemon.stop('start failed', { exitCode: 1, drain: false });
   }
   if (cli.configFile !== '') {
+    const reported = { errors: '' };
     void watchFile(
       {
         path: cli.configFile,
         logger,
-        onChange: () => void checkConfigChange(cli, config, daemon, logger),
+        onChange: () => void checkConfigChange(cli, config, daemon, logger, reported),
       },
       stopWatching.signal,
     );
@@ -150,14 +155,19 @@ async function checkConfigChange(
   current: KubeProxyConfiguration,
   daemon: Daemon,
   logger: Logger,
+  reported: { errors: string },
 ): Promise<void> {
   const next = await resolve(cli);
   if (next.config === undefined || next.errors.length > 0) {
-    logger.error(
-      `the edited configuration file is invalid and is ignored: ${next.errors.join('; ')}`,
-    );
+    // Any change in the directory calls this: the same mistake is reported once.
+    const errors = next.errors.map(safe).join('; ');
+    if (errors !== reported.errors) {
+      reported.errors = errors;
+      logger.error(`the edited configuration file is invalid and is ignored: ${errors}`);
+    }
     return;
   }
+  reported.errors = '';
   if (JSON.stringify(next.config) === JSON.stringify(current)) return;
   logger.warn(
     "content of the proxy server's configuration file was updated; restarting to apply it",
