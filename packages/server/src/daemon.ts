@@ -20,9 +20,11 @@ import {
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
 import { ConnectionTracker } from './drain.js';
+import { ProcDescriptorBudget } from './fd-budget.js';
 import { createHealthServer } from './health-server.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
 import { parseListenAddress } from './host-port.js';
+import type { HttpLimits } from './http-guard.js';
 import { RetryingListener } from './http-listen.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
@@ -56,6 +58,11 @@ export interface DaemonOptions {
   createProxier?: (options: ProxierOptions) => Promise<Proxier>;
   /** Retry interval for a failed health/metrics bind. Default 5 s. */
   listenRetryMs?: number;
+  /**
+   * Limits of the health and metrics servers (connection cap, timeouts); the defaults are
+   * http-guard.ts's. The descriptor budget is shared by both; default /proc's (fd-budget.ts).
+   */
+  httpLimits?: Omit<HttpLimits, 'onRefused'>;
 }
 
 /** A running (or stopping) daemon. */
@@ -237,6 +244,12 @@ export class Daemon {
   }
 
   #startServers(config: KubeProxyConfiguration, mode: string): void {
+    const descriptors = this.#options.httpLimits?.descriptors ?? new ProcDescriptorBudget();
+    const limits = (server: string): HttpLimits => ({
+      ...this.#options.httpLimits,
+      descriptors,
+      onRefused: (reason) => this.metrics.httpConnectionRefused(server, reason),
+    });
     const servers: [string, string, Server, string][] = [
       [
         'healthz',
@@ -246,6 +259,7 @@ export class Daemon {
           observer: this.metrics,
           draining: () => this.#draining,
           nodeEligible: () => this.#sourcesEligible(),
+          limits: limits('healthz'),
         }),
         'FailedToStartProxierHealthcheck',
       ],
@@ -256,6 +270,7 @@ export class Daemon {
           registry: this.metrics.registry,
           proxyMode: mode,
           configz: () => configzBody(config),
+          limits: limits('metrics'),
         }),
         'FailedToStartMetricServer',
       ],

@@ -58,6 +58,7 @@ export interface MetricCatalog {
   readonly objectsRejected: Counter<'kind'>;
   readonly servicePorts: Gauge;
   readonly manifestReloads: Counter<'result'>;
+  readonly httpRefused: Counter<'server' | 'reason'>;
 }
 
 /** Creates every metric in `registry` (the build info gauge set to 1). */
@@ -200,6 +201,12 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     labelNames: ['result'],
     registers,
   });
+  const httpRefused = new Counter({
+    name: `${up}_http_connections_refused_total`,
+    help: 'Connections the health and metrics servers closed on arrival, per server and reason (connection-limit, descriptors)',
+    labelNames: ['server', 'reason'],
+    registers,
+  });
   endpointChangesPending.set(0);
   return {
     syncDuration,
@@ -224,5 +231,6 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     objectsRejected,
     servicePorts,
     manifestReloads,
+    httpRefused,
   };
 }
