@@ -17,6 +17,7 @@ import {
   type ProxierOptions,
   ServiceConfig,
 } from '@userspace-proxy/core';
+import { LoggingCommandRunner } from './command-log.js';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
 import { ConnectionTracker } from './drain.js';
@@ -162,7 +163,13 @@ export class Daemon {
       logger: log,
       recorder,
       sourceNodeIPs: nodeIPs,
-      portals: redirect ? new IptablesPortalManager({ logger: log }) : undefined,
+      // iptables commands logged at trace (-v 3 and up); conntrack logs its own
+      portals: redirect
+        ? new IptablesPortalManager({
+            logger: log,
+            runner: new LoggingCommandRunner({ logger: log }),
+          })
+        : undefined,
       conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
     });
     const proxier = await (this.#options.createProxier ?? newProxier)(proxierOptions);
