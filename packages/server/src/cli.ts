@@ -17,6 +17,8 @@ export interface CliOptions {
   /** `--write-config-to`, "" when none. */
   writeConfigTo: string;
   cleanup: boolean;
+  /** `--exit-with-parent`. */
+  exitWithParent: boolean;
   /** `--master`: overrides the kubeconfig's server URL (no config-file field, so it always applies). */
   master: string;
   /** The configuration fields the flags set (only flags given on the command line). */
@@ -182,6 +184,7 @@ export function parseCommandLine(argv: readonly string[]): CliResult {
       configFile: typeof action.config === 'string' ? action.config : '',
       writeConfigTo: typeof action['write-config-to'] === 'string' ? action['write-config-to'] : '',
       cleanup: action.cleanup === true,
+      exitWithParent: action['exit-with-parent'] === true,
       master: typeof action.master === 'string' ? action.master : '',
       flags: flags as ConfigInput,
       explicit,

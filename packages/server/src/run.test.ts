@@ -156,6 +156,23 @@ describe('runCommand', () => {
     expect(out.logs.join('\n')).toContain('cannot start: invalid services file');
   });
 
+  it('stops like on SIGTERM once its parent is gone, with --exit-with-parent', async () => {
+    await writeManifest();
+    await writeFile(join(dir, 'config.yaml'), configText());
+    const { io, out } = fakeIO();
+    let parent = 4242;
+    const run = runCommand(['--config', join(dir, 'config.yaml'), '--exit-with-parent'], {
+      ...io,
+      parentPid: () => parent,
+      parentCheckMs: 20,
+    });
+    await until(async () => (await ask(SERVICE_IP, 8080, 'a', 1000)) === 'A:a', 'the Service');
+    parent = 1; // the kernel re-parents an orphan to init (or a subreaper)
+    expect(await run).toBe(0);
+    expect(out.logs.join('\n')).toContain('the parent process (pid 4242) exited; stopping');
+    expect(await ask(SERVICE_IP, 8080, 'b', 1000)).toBe('ECONNREFUSED');
+  });
+
   it('escapes and bounds what it quotes from a configuration file', async () => {
     const path = join(dir, 'config.yaml');
     await writeFile(path, `${configText()}\n"bad\\x1b[2Jkey": 1\nmode: "${'m'.repeat(100_000)}"\n`);

@@ -28,7 +28,14 @@ export interface CommandIO {
   log?: (line: string) => void;
   /** Extra daemon options (fakes in tests). */
   daemon?: Partial<DaemonOptions>;
+  /** The parent process id, read again on each check (`--exit-with-parent`). Default process.ppid. */
+  parentPid?: () => number;
+  /** How often `--exit-with-parent` checks. Default {@link PARENT_CHECK_MS}. */
+  parentCheckMs?: number;
 }
+
+/** How often `--exit-with-parent` looks at the parent process. */
+export const PARENT_CHECK_MS = 1000;
 
 /** The real process. */
 export const processIO: CommandIO = {
@@ -139,10 +146,30 @@ async function runDaemon(
       stopWatching.signal,
     );
   }
+  const stopParentWatch = cli.exitWithParent ? watchParent(daemon, logger, io) : () => {};
   const code = await daemon.exited;
+  stopParentWatch();
   stopWatching.abort();
   removeSignals();
   return code;
+}
+
+/**
+ * `--exit-with-parent`: when the parent dies the kernel gives the daemon a new parent (init or a
+ * subreaper), so a changed parent pid means the process that started it is gone, whatever killed
+ * it (SIGKILL leaves it no chance to pass a signal on). Returns the remover.
+ */
+function watchParent(daemon: Daemon, logger: Logger, io: CommandIO): () => void {
+  const parentPid = io.parentPid ?? (() => process.ppid);
+  const parent = parentPid();
+  const timer = setInterval(() => {
+    if (parentPid() === parent) return;
+    clearInterval(timer);
+    logger.warn(`the parent process (pid ${parent}) exited; stopping (--exit-with-parent)`);
+    void daemon.stop('parent exited');
+  }, io.parentCheckMs ?? PARENT_CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /**
