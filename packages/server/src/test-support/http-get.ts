@@ -15,3 +15,11 @@ export function httpStatus(url: string, timeoutMs = 2000): Promise<number | stri
     req.on('error', (err) => resolve(err.message));
   });
 }
+
+/**
+ * True for what {@link httpStatus} gives for a connection the server closed on arrival: a hang-up,
+ * or a reset when the request was already under way.
+ */
+export function closedOnArrival(status: number | string): boolean {
+  return status === 'socket hang up' || status === 'read ECONNRESET';
+}
