@@ -156,7 +156,6 @@ const SOCKETS = [
   'relayReadPathCounts',
   'splitHostPort',
   'splitHostPortText',
-  'splitHostPortText',
   'tryConnectEndpoints',
 ];
 
