@@ -20,8 +20,12 @@ export type { UdpProxySocketOptions } from './sockets/proxy-socket-udp.js';
 export { UdpProxySocket } from './sockets/proxy-socket-udp.js';
 export { isNoEndpointsError, refusalReason } from './sockets/refusal.js';
 export { SilenceWheel, type Silent } from './sockets/silence-wheel.js';
-export type { SocketContextOptions, StandaloneSocketContext } from './sockets/socket-context.js';
-export { createSocketContext } from './sockets/socket-context.js';
+export type {
+  SocketContextOptions,
+  StandaloneServiceInfo,
+  StandaloneSocketContext,
+} from './sockets/socket-context.js';
+export { createServiceInfo, createSocketContext } from './sockets/socket-context.js';
 export { relayReadPathCounts } from './sockets/tcp-read-path.js';
 export type { TcpRelayOptions } from './sockets/tcp-relay.js';
 export { TcpRelay } from './sockets/tcp-relay.js';

@@ -164,7 +164,7 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
   });
   const refused = new Counter({
     name: `${up}_refused_total`,
-    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, other)',
+    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, policy, other)',
     labelNames: [...labelNames, 'reason'],
     registers,
   });
