@@ -6,7 +6,7 @@
  * port. On Linux every 127.0.0.0/8 address is local, which makes 127.x "cluster IPs" work on any
  * machine.
  *
- *   npx tsx examples/service-port-portal/src/index.ts
+ *   npx -y pnpm@12.4.2 --filter @userspace-proxy/example-service-port-portal start
  */
 import { createServer, type Server } from 'node:net';
 import { pathToFileURL } from 'node:url';
@@ -105,7 +105,12 @@ async function main(): Promise<void> {
   const proxy = await startPortalProxy();
   proxy.endpoints.add(tcpEndpoints('web', [{ ip: '127.0.0.1', port: address.port }]));
   proxy.services.add(tcpService('web', '127.1.0.10', 8080, 30080));
-  console.log('try: nc 127.1.0.10 8080   or   nc 127.0.0.1 30080   (Ctrl-C stops)');
+  const connect = (port: number, host: string) =>
+    `node -e "require('net').connect(${port}, '${host}').pipe(process.stdout)"`;
+  console.log(
+    `try: ${connect(8080, '127.1.0.10')}   (the cluster IP)\n` +
+      `  or ${connect(30080, '127.0.0.1')}   (the node port); Ctrl-C stops`,
+  );
   process.once('SIGINT', () => {
     void proxy.stop().then(() => backend.close());
   });

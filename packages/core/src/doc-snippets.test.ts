@@ -28,7 +28,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
  * Doc files not checked yet. issue 9: docs/api.md is being rewritten by tier with compiled examples;
  * empty this list when that lands.
  */
-const SKIP_UNTIL_API_REWRITE: readonly string[] = ['docs/api.md'];
+const SKIP_UNTIL_API_REWRITE: readonly string[] = [];
 
 /** The first line that exempts a block, with its reason. */
 const NOT_COMPILED = /^\/\/ not compiled: \S/;

@@ -7,12 +7,19 @@ import { type ILogObj, Logger as TsLogger } from 'tslog';
  * the default is {@link noopLogger}, and the daemon passes a real one.
  */
 export interface Logger {
+  /** tslog level 0: what only a developer chasing a bug wants. */
   silly(...args: unknown[]): unknown;
+  /** Level 1: every step (the daemon's -v 4 and up: commands run, datagrams dropped). */
   trace(...args: unknown[]): unknown;
+  /** Level 2: routine decisions (a proxy socket opened, a client refused for no endpoints). */
   debug(...args: unknown[]): unknown;
+  /** Level 3: what an operator reads (a sync applied, the daemon started or drained). */
   info(...args: unknown[]): unknown;
+  /** Level 4: something is wrong but serving goes on (a dial failed, input was rejected). */
   warn(...args: unknown[]): unknown;
+  /** Level 5: a component failed (a handler threw, a socket could not close). */
   error(...args: unknown[]): unknown;
+  /** Level 6: the process cannot go on. */
   fatal(...args: unknown[]): unknown;
   /** A child logger for one component; its name shows in every line it writes. */
   getSubLogger(settings?: { name?: string }): Logger;

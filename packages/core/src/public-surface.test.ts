@@ -141,6 +141,7 @@ const SOCKETS = [
   'SilenceWheel',
   'Silent',
   'SocketContextOptions',
+  'StandaloneServiceInfo',
   'StandaloneSocketContext',
   'TcpProxySocket',
   'TcpProxySocketOptions',
@@ -149,12 +150,14 @@ const SOCKETS = [
   'TryConnectOptions',
   'UdpProxySocket',
   'UdpProxySocketOptions',
+  'createServiceInfo',
   'createSocketContext',
   'isNoEndpointsError',
   'joinHostPort',
   'refusalReason',
   'relayReadPathCounts',
   'splitHostPort',
+  'splitHostPortText',
   'tryConnectEndpoints',
 ];
 

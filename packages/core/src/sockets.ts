@@ -9,7 +9,7 @@
  * Named exports only: a new export is a decision (a test lists them).
  */
 
-export { joinHostPort, splitHostPort } from './model/service-port-name.js';
+export { joinHostPort, splitHostPort, splitHostPortText } from './model/service-port-name.js';
 export { AcceptBackoff, MAX_ACCEPT_BACKOFF_MS } from './sockets/accept-backoff.js';
 export type { ConnectFn, TryConnectOptions } from './sockets/dial-endpoints.js';
 export { DialTimeoutError, tryConnectEndpoints } from './sockets/dial-endpoints.js';
@@ -20,8 +20,12 @@ export type { UdpProxySocketOptions } from './sockets/proxy-socket-udp.js';
 export { UdpProxySocket } from './sockets/proxy-socket-udp.js';
 export { isNoEndpointsError, refusalReason } from './sockets/refusal.js';
 export { SilenceWheel, type Silent } from './sockets/silence-wheel.js';
-export type { SocketContextOptions, StandaloneSocketContext } from './sockets/socket-context.js';
-export { createSocketContext } from './sockets/socket-context.js';
+export type {
+  SocketContextOptions,
+  StandaloneServiceInfo,
+  StandaloneSocketContext,
+} from './sockets/socket-context.js';
+export { createServiceInfo, createSocketContext } from './sockets/socket-context.js';
 export { relayReadPathCounts } from './sockets/tcp-read-path.js';
 export type { TcpRelayOptions } from './sockets/tcp-relay.js';
 export { TcpRelay } from './sockets/tcp-relay.js';

@@ -16,6 +16,7 @@ export {
   COMMAND_NOT_FOUND_CODE,
   DEFAULT_COMMAND_RUNNER_OPTIONS,
   ExecCommandRunner,
+  formatCommand,
   isCommandNotFound,
   prefixedCommandRunner,
 } from './command-runner.js';

@@ -106,6 +106,13 @@ export const FLAGS: readonly FlagSpec[] = [
     boolean: true,
   },
   {
+    flags: '--exit-with-parent [bool]',
+    description:
+      'Stop (draining as on SIGTERM) when the process that started the daemon exits, checked every second: for scripts and wrappers that may die without passing a signal on.',
+    shownDefault: 'false',
+    boolean: true,
+  },
+  {
     flags: '--bind-address <ip>',
     description:
       'The node IP. In userspace (redirect) mode the proxy sockets listen on it (a loopback address is refused: redirected traffic never arrives there); a specific address also becomes the node IP for "--nodeport-addresses primary".',

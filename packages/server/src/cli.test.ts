@@ -206,4 +206,20 @@ describe('parseCommandLine', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("unknown option '--iptables-masquerade-bit'");
   });
+
+  it('reports every unknown flag and bad value in one run', () => {
+    const r = exit(['--bogus', '1', '--udp-timeout', 'soon', '-x', '--other=2', 'stray']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      [
+        "Error: unknown option '--bogus'",
+        "Error: unknown option '-x'",
+        "Error: unknown option '--other'",
+        'Error: "userspace-proxy" does not take any arguments, got ["stray"]',
+        'Error: invalid argument "soon" for "--udp-timeout" flag: time: invalid duration "soon"',
+        "Run 'userspace-proxy --help' for usage.",
+        '',
+      ].join('\n'),
+    );
+  });
 });

@@ -17,6 +17,8 @@ export interface CliOptions {
   /** `--write-config-to`, "" when none. */
   writeConfigTo: string;
   cleanup: boolean;
+  /** `--exit-with-parent`. */
+  exitWithParent: boolean;
   /** `--master`: overrides the kubeconfig's server URL (no config-file field, so it always applies). */
   master: string;
   /** The configuration fields the flags set (only flags given on the command line). */
@@ -62,6 +64,35 @@ Examples:
   userspace-proxy --config /etc/userspace-proxy/config.yaml
   userspace-proxy --cleanup`;
 
+/**
+ * What commander left over: unknown flags (without their `=value`) and positional arguments. A word
+ * right after an unknown flag may be that flag's value, so it is not also called an argument.
+ */
+export function splitLeftovers(args: readonly string[]): {
+  unknown: string[];
+  positional: string[];
+} {
+  const unknown: string[] = [];
+  const positional: string[] = [];
+  let afterUnknownFlag = false;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    if (arg === '--') {
+      positional.push(...args.slice(i + 1));
+      break;
+    }
+    if (arg.startsWith('-') && arg !== '-') {
+      const eq = arg.indexOf('=');
+      unknown.push(eq > 0 ? arg.slice(0, eq) : arg);
+      afterUnknownFlag = eq < 0;
+      continue;
+    }
+    if (!afterUnknownFlag) positional.push(arg);
+    afterUnknownFlag = false;
+  }
+  return { unknown, positional };
+}
+
 /** Builds the commander program; exported for the help-text test. */
 export function buildProgram(): Command {
   const program = new Command('userspace-proxy')
@@ -71,6 +102,8 @@ export function buildProgram(): Command {
     .version(`userspace-proxy v${VERSION}`, '--version', 'Print version information and quit.')
     .helpOption('-h, --help', 'Show this help and quit.')
     .allowExcessArguments(true)
+    // Unknown flags are collected and reported together (commander stops at the first one).
+    .allowUnknownOption(true)
     .exitOverride()
     .configureHelp({ helpWidth: 100 })
     .addHelpText('after', HELP_AFTER);
@@ -111,8 +144,10 @@ export function parseCommandLine(argv: readonly string[]): CliResult {
     throw err;
   }
   const problems: string[] = [];
-  if (program.args.length > 0) {
-    const got = program.args.map((a) => JSON.stringify(a)).join(' ');
+  const { unknown, positional } = splitLeftovers(program.args);
+  for (const flag of unknown) problems.push(`unknown option '${flag}'`);
+  if (positional.length > 0) {
+    const got = positional.map((a) => JSON.stringify(a)).join(' ');
     problems.push(`"userspace-proxy" does not take any arguments, got [${got}]`);
   }
   const opts = program.opts<Record<string, string | string[] | undefined>>();
@@ -149,6 +184,7 @@ export function parseCommandLine(argv: readonly string[]): CliResult {
       configFile: typeof action.config === 'string' ? action.config : '',
       writeConfigTo: typeof action['write-config-to'] === 'string' ? action['write-config-to'] : '',
       cleanup: action.cleanup === true,
+      exitWithParent: action['exit-with-parent'] === true,
       master: typeof action.master === 'string' ? action.master : '',
       flags: flags as ConfigInput,
       explicit,

@@ -1,3 +1,4 @@
+import { dirname, isAbsolute, relative, resolve } from 'node:path';
 import { stringify } from 'yaml';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import { formatDuration } from './duration.js';
@@ -8,8 +9,53 @@ import { formatDuration } from './duration.js';
  * with `--config`.
  */
 
+/** Where the file goes, so that its path fields still name the same files when it is read back. */
+export interface ConfigurationWriteOptions {
+  /** The path the file is written to (`--write-config-to`). Default: paths are written as they are. */
+  writtenTo?: string;
+  /** What relative paths in `config` are relative to. Default `process.cwd()`. */
+  cwd?: string;
+}
+
+/**
+ * The path fields of `config` rewritten for a file at `writtenTo`. `--config` reads
+ * `userspaceProxy.servicesFile` relative to the file that names it, while `--services-file` (and
+ * every path in a configuration that came from flags) is relative to the working directory: written
+ * as is, the round trip would name another file. So the manifest is written relative to the new
+ * file when it lies beside or below it, absolute otherwise; `clientConnection.kubeconfig`, which is
+ * read as given (kube-proxy's rule), is written absolute.
+ */
+export function rebasePathFields(
+  config: KubeProxyConfiguration,
+  options: ConfigurationWriteOptions,
+): KubeProxyConfiguration {
+  if (options.writtenTo === undefined) return config;
+  const cwd = options.cwd ?? process.cwd();
+  const dir = dirname(resolve(cwd, options.writtenTo));
+  const servicesFile = config.userspaceProxy.servicesFile;
+  let rebased = servicesFile;
+  if (servicesFile !== '') {
+    const absolute = resolve(cwd, servicesFile);
+    const rel = relative(dir, absolute);
+    rebased = rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? rel : absolute;
+  }
+  const kubeconfig = config.clientConnection.kubeconfig;
+  return {
+    ...config,
+    clientConnection: {
+      ...config.clientConnection,
+      kubeconfig: kubeconfig === '' ? '' : resolve(cwd, kubeconfig),
+    },
+    userspaceProxy: { ...config.userspaceProxy, servicesFile: rebased },
+  };
+}
+
 /** The v1alpha1 (file) form of `config`. */
-export function toExternalConfiguration(config: KubeProxyConfiguration): Record<string, unknown> {
+export function toExternalConfiguration(
+  input: KubeProxyConfiguration,
+  options: ConfigurationWriteOptions = {},
+): Record<string, unknown> {
+  const config = rebasePathFields(input, options);
   const d = formatDuration;
   const c = config.conntrack;
   const ext = config.userspaceProxy;
@@ -43,6 +89,9 @@ export function toExternalConfiguration(config: KubeProxyConfiguration): Record<
 }
 
 /** YAML text of {@link toExternalConfiguration}. */
-export function configurationYaml(config: KubeProxyConfiguration): string {
-  return stringify(toExternalConfiguration(config));
+export function configurationYaml(
+  config: KubeProxyConfiguration,
+  options: ConfigurationWriteOptions = {},
+): string {
+  return stringify(toExternalConfiguration(config, options));
 }

@@ -16,12 +16,16 @@ import {
 } from '@userspace-proxy/core';
 import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { ExecConntrackCleaner, IptablesPortalManager } from '@userspace-proxy/linux';
+import { LoggingCommandRunner } from './command-log.js';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
+import { ProcDescriptorBudget } from './fd-budget.js';
 import { createHealthServer } from './health-server.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
 import { parseListenAddress } from './host-port.js';
+import type { HttpLimits } from './http-guard.js';
 import { RetryingListener } from './http-listen.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
 import { createMetricsServer } from './metrics-server.js';
 import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
@@ -53,6 +57,11 @@ export interface DaemonOptions {
   createProxier?: (options: ProxierOptions) => Promise<Proxier>;
   /** Retry interval for a failed health/metrics bind. Default 5 s. */
   listenRetryMs?: number;
+  /**
+   * Limits of the health and metrics servers (connection cap, timeouts); the defaults are
+   * http-guard.ts's. The descriptor budget is shared by both; default /proc's (fd-budget.ts).
+   */
+  httpLimits?: Omit<HttpLimits, 'onRefused'>;
 }
 
 /** A running (or stopping) daemon. */
@@ -151,7 +160,13 @@ export class Daemon {
       logger: log,
       recorder,
       sourceNodeIPs: nodeIPs,
-      portals: redirect ? new IptablesPortalManager({ logger: log }) : undefined,
+      // iptables commands logged at trace (-v 3 and up); conntrack logs its own
+      portals: redirect
+        ? new IptablesPortalManager({
+            logger: log,
+            runner: new LoggingCommandRunner({ logger: log }),
+          })
+        : undefined,
       conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
     });
     const proxier = await (this.#options.createProxier ?? newProxier)(proxierOptions);
@@ -229,6 +244,12 @@ export class Daemon {
   }
 
   #startServers(config: KubeProxyConfiguration, mode: string): void {
+    const descriptors = this.#options.httpLimits?.descriptors ?? new ProcDescriptorBudget();
+    const limits = (server: string): HttpLimits => ({
+      ...this.#options.httpLimits,
+      descriptors,
+      onRefused: (reason) => this.metrics.httpConnectionRefused(server, reason),
+    });
     const servers: [string, string, Server, string][] = [
       [
         'healthz',
@@ -238,6 +259,7 @@ export class Daemon {
           observer: this.metrics,
           draining: () => this.#draining,
           nodeEligible: () => this.#sourcesEligible(),
+          limits: limits('healthz'),
         }),
         'FailedToStartProxierHealthcheck',
       ],
@@ -248,6 +270,7 @@ export class Daemon {
           registry: this.metrics.registry,
           proxyMode: mode,
           configz: () => configzBody(config),
+          limits: limits('metrics'),
         }),
         'FailedToStartMetricServer',
       ],
@@ -326,8 +349,9 @@ export class Daemon {
 export function loggingRecorder(log: Logger): EventRecorder {
   return {
     event(ref, type, reason, message) {
-      const what = `${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`;
-      const line = `event ${type} ${reason} on ${what}: ${message}`;
+      // Names and messages come from the objects the source delivered: bounded and escaped.
+      const what = logSafe(`${ref.kind} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name}`);
+      const line = `event ${type} ${reason} on ${what}: ${logSafe(message, LOG_MESSAGE_MAX_CHARS)}`;
       if (type === 'Warning') log.warn(line);
       else log.info(line);
     },

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -117,6 +118,146 @@ describe('examples/standalone', () => {
     } finally {
       held?.socket.destroy();
       if (child.exitCode === null) process.kill(-(child.pid as number), 'SIGKILL');
+    }
+  });
+});
+
+/** The start script, spawned as a test would run it; `ip` keeps parallel copies apart. */
+function startExample(ip: string, options: { args?: string[]; via?: 'wrapper' } = {}) {
+  const script = [`${EXAMPLE}start.mjs`, '--ip', ip, ...(options.args ?? [])];
+  const env = { ...process.env, USERSPACE_PROXY_FROM_SOURCE: '1' };
+  // "wrapper" plays npx: a parent that starts the script and can be killed without passing it on.
+  const child =
+    options.via === 'wrapper'
+      ? spawn(
+          process.execPath,
+          [
+            '-e',
+            `require('node:child_process').spawn(process.execPath, ${JSON.stringify(script)}, { stdio: 'inherit' }); setInterval(() => {}, 1000);`,
+          ],
+          { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
+        )
+      : spawn(process.execPath, script, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, out: () => out, exited };
+}
+
+/** The pid the banner names for the daemon. */
+function daemonPid(out: string): number {
+  return Number(/daemon pid (\d+)/.exec(out)?.[1]);
+}
+
+/** The children of `pid` (Linux). */
+function childrenOf(pid: number): number[] {
+  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return text === '' ? [] : text.split(' ').map(Number);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Kills whatever a test left running. */
+function reap(...pids: (number | undefined)[]): void {
+  for (const pid of pids)
+    if (pid !== undefined && pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+}
+
+describe('examples/standalone on other addresses, and its lifetime', () => {
+  it('takes other addresses, and says how when its own are taken', async () => {
+    const first = startExample('127.10.5.1');
+    let second: ReturnType<typeof startExample> | undefined;
+    try {
+      await until(() => first.out().includes('Press Ctrl-C to stop.'), 'the banner', 60_000);
+      expect(first.out()).toContain('curl http://127.10.5.1:8080/');
+      expect(await ask('127.10.5.1', 8080, 'GET / HTTP/1.0\r\n\r\n')).toMatch(
+        /hello from backend 127\.10\.5\.[23]/,
+      );
+      second = startExample('127.10.5.1');
+      expect((await second.exited).code).toBe(1);
+      expect(second.out()).toContain('EADDRINUSE');
+      expect(second.out()).toContain('USERSPACE_PROXY_EXAMPLE_IP=127.10.1.1');
+      first.child.kill('SIGTERM');
+      expect((await first.exited).code).toBe(0);
+    } finally {
+      reap(first.child.pid, second?.child.pid, daemonPid(first.out()));
+    }
+  });
+
+  it('leaves no daemon behind when the start script is killed with SIGKILL', async () => {
+    const run = startExample('127.10.6.1');
+    let daemon: number | undefined;
+    try {
+      await until(() => run.out().includes('Press Ctrl-C to stop.'), 'the banner', 60_000);
+      daemon = daemonPid(run.out());
+      expect(childrenOf(run.child.pid as number)).toContain(daemon);
+      run.child.kill('SIGKILL');
+      await until(
+        async () => (await ask('127.10.6.1', 8080, 'x', 1000)) === 'ECONNREFUSED',
+        'the listener to close',
+        15_000,
+      );
+      await until(() => !alive(daemon as number), 'the daemon to exit', 15_000);
+    } finally {
+      reap(run.child.pid, daemon);
+    }
+  });
+
+  it('stops, with the daemon, when the command that started it dies (npx killed by a signal)', async () => {
+    const run = startExample('127.10.7.1', { via: 'wrapper' });
+    let script: number | undefined;
+    let daemon: number | undefined;
+    try {
+      await until(() => run.out().includes('Press Ctrl-C to stop.'), 'the banner', 60_000);
+      daemon = daemonPid(run.out());
+      script = childrenOf(run.child.pid as number)[0];
+      run.child.kill('SIGKILL');
+      await until(
+        async () => (await ask('127.10.7.1', 8080, 'x', 1000)) === 'ECONNREFUSED',
+        'the listener to close',
+        15_000,
+      );
+      await until(
+        () => !alive(script as number) && !alive(daemon as number),
+        'both to exit',
+        15_000,
+      );
+    } finally {
+      reap(run.child.pid, script, daemon);
+    }
+  });
+
+  it('stops on SIGHUP, and reports a daemon killed by a signal as such', async () => {
+    const hup = startExample('127.10.8.1');
+    const killed = startExample('127.10.8.11');
+    try {
+      await until(() => hup.out().includes('Press Ctrl-C to stop.'), 'the banner', 60_000);
+      hup.child.kill('SIGHUP');
+      expect((await hup.exited).code).toBe(0);
+      expect(hup.out()).toContain('stopped.');
+      expect(await ask('127.10.8.1', 8080, 'x', 1000)).toBe('ECONNREFUSED');
+
+      await until(() => killed.out().includes('Press Ctrl-C to stop.'), 'the banner', 60_000);
+      process.kill(daemonPid(killed.out()), 'SIGKILL');
+      expect(await killed.exited).toEqual({ code: 137, signal: null });
+      expect(killed.out()).toContain('the daemon was killed by SIGKILL.');
+      expect(killed.out()).not.toContain('exited with code');
+    } finally {
+      reap(hup.child.pid, killed.child.pid, daemonPid(hup.out()), daemonPid(killed.out()));
     }
   });
 });

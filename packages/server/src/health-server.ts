@@ -1,5 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { healthBody, type ProxierHealth } from './healthz-state.js';
+import { createLimitedServer, type HttpLimits } from './http-guard.js';
 
 /**
  * The health server (`healthzBindAddress`, 0.0.0.0:10256 by default), kube-proxy's two handlers:
@@ -23,6 +24,8 @@ export interface HealthServerOptions {
   /** True once shutdown began: /healthz answers 503 so new traffic goes elsewhere. */
   draining?: () => boolean;
   observer?: HealthResponseObserver;
+  /** Connection cap, timeouts and descriptor reserve (http-guard.ts); each has a default. */
+  limits?: HttpLimits;
 }
 
 /** Writes Go's http.NotFound answer. */
@@ -74,9 +77,5 @@ function safe(fn: (() => boolean) | undefined, fallback: boolean): boolean {
 
 /** An unstarted HTTP server for the health endpoints; start it with a RetryingListener. */
 export function createHealthServer(options: HealthServerOptions): Server {
-  const server = createServer(healthHandler(options));
-  server.keepAliveTimeout = 5000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 10_000;
-  return server;
+  return createLimitedServer(healthHandler(options), options.limits);
 }

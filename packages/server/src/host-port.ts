@@ -1,5 +1,6 @@
 import { isIP, isIPv6 } from 'node:net';
 import { parseCidr } from '@userspace-proxy/core';
+import { joinHostPort, splitHostPortText } from '@userspace-proxy/core/sockets';
 
 /**
  * Address helpers with Go's `net` semantics. kube-proxy's validation messages depend on exactly how
@@ -7,22 +8,11 @@ import { parseCidr } from '@userspace-proxy/core';
  * instead of using URL parsing, which would accept and reject different strings.
  */
 
-/** Go's net.SplitHostPort: "[::1]:80" → ["::1", "80"]; the port is not checked. */
-export function goSplitHostPort(input: string): { host: string; port: string } | undefined {
-  if (input.startsWith('[')) {
-    const end = input.indexOf(']');
-    if (end < 0 || input[end + 1] !== ':') return undefined;
-    const host = input.slice(1, end);
-    const port = input.slice(end + 2);
-    if (host.includes('[') || host.includes(']') || port.includes(':')) return undefined;
-    return { host, port };
-  }
-  const colon = input.lastIndexOf(':');
-  if (colon < 0) return undefined;
-  const host = input.slice(0, colon);
-  if (host.includes(':') || host.includes('[') || host.includes(']')) return undefined;
-  return { host, port: input.slice(colon + 1) };
-}
+/**
+ * Go's net.SplitHostPort: "[::1]:80" → ["::1", "80"]; the port is not checked. Core's parser
+ * follows the same rules, so the daemon's messages and core's endpoint parsing never disagree.
+ */
+export const goSplitHostPort = splitHostPortText;
 
 /** True for a textual IPv4 or IPv6 address (no brackets, no zone). */
 export function isIPAddress(value: string): boolean {
@@ -46,10 +36,8 @@ export function cidrFamily(value: string): 'IPv4' | 'IPv6' | undefined {
   return cidr.family === 4 ? 'IPv4' : 'IPv6';
 }
 
-/** Joins like Go's net.JoinHostPort: IPv6 hosts are bracketed. */
-export function goJoinHostPort(host: string, port: number | string): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
+/** Joins like Go's net.JoinHostPort: IPv6 hosts are bracketed (core's joinHostPort). */
+export const goJoinHostPort = joinHostPort;
 
 /**
  * kube-proxy's AppendPortIfNeeded: a bare IP gets `port`; anything else (already "ip:port", or

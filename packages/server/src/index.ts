@@ -52,15 +52,31 @@ export type { Clock, HealthStatus, ProxierHealthOptions } from './healthz-state.
 export { goTimeString, healthBody, ProxierHealth, systemClock } from './healthz-state.js';
 export type { RetryingListenerOptions } from './http-listen.js';
 export { LISTEN_RETRY_MS, RetryingListener } from './http-listen.js';
+export {
+  LOG_MESSAGE_MAX_CHARS,
+  LOG_VALUE_MAX_CHARS,
+  logSafe,
+  quoteForLog,
+} from './log-safe.js';
 export type { DaemonLoggerOptions } from './logging.js';
 export { createDaemonLogger, verbosityToMinLevel } from './logging.js';
 export type { ManifestContents, ManifestParseResult } from './manifest-parse.js';
 export {
   MAX_MANIFEST_BYTES,
+  MAX_MANIFEST_DEPTH,
   MAX_MANIFEST_ERRORS,
   MAX_MANIFEST_OBJECTS,
   parseManifest,
 } from './manifest-parse.js';
+export type { ManifestParser } from './manifest-parser.js';
+export { inlineManifestParser } from './manifest-parser.js';
+export type { WorkerManifestParserOptions } from './manifest-parser-worker.js';
+export {
+  MANIFEST_PARSE_HEAP_MB,
+  MANIFEST_PARSE_TIMEOUT_MS,
+  MANIFEST_WORKER_IDLE_MS,
+  WorkerManifestParser,
+} from './manifest-parser-worker.js';
 export type { ProxyMetricsOptions } from './metrics.js';
 export { LAST_CHANGE_TRIGGER_TIME, ProxyMetrics } from './metrics.js';
 export type { MetricsServerOptions } from './metrics-server.js';

@@ -93,7 +93,9 @@ describe('parseManifest', () => {
     const r = parseManifest(`# ${'x'.repeat(MAX_MANIFEST_BYTES)}`);
     expect(r).toMatchObject({
       ok: false,
-      errors: [`the manifest is larger than ${MAX_MANIFEST_BYTES} bytes`],
+      errors: [
+        `the manifest is ${MAX_MANIFEST_BYTES + 2} bytes, larger than the limit of 16 MiB (${MAX_MANIFEST_BYTES} bytes); the file was not parsed`,
+      ],
     });
   });
 

@@ -8,6 +8,8 @@ import {
   validateService,
 } from '@userspace-proxy/core';
 import { parseAllDocuments } from 'yaml';
+import { LOG_MESSAGE_MAX_CHARS, logSafe, quoteForLog } from './log-safe.js';
+import { findExcessiveNesting } from './manifest-depth.js';
 
 /**
  * Parsing a manifest file: YAML or JSON, one or more documents (`---`), each a Service, an
@@ -35,6 +37,23 @@ export const MAX_MANIFEST_ERRORS = 20;
 export const MAX_MANIFEST_OBJECTS = 10_000;
 /** The largest manifest file read (16 MiB), for the same reason. */
 export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024;
+/**
+ * The deepest nesting parsed (levels of maps, lists and compact entries). A Kubernetes object needs
+ * about ten, a List of them twelve; the YAML parser's time and memory grow steeply with depth, so a
+ * deeper file is refused before it is parsed (see manifest-depth.ts).
+ */
+export const MAX_MANIFEST_DEPTH = 64;
+
+/** The message of a manifest over {@link MAX_MANIFEST_BYTES}. */
+export function tooLargeMessage(size: number): string {
+  const mib = MAX_MANIFEST_BYTES / (1024 * 1024);
+  return `the manifest is ${size} bytes, larger than the limit of ${mib} MiB (${MAX_MANIFEST_BYTES} bytes); the file was not parsed`;
+}
+
+/** A YAML parser error, as one bounded and escaped line. */
+function yamlError(message: string): string {
+  return logSafe(message.split('\n')[0] ?? message, LOG_MESSAGE_MAX_CHARS);
+}
 
 const API_VERSIONS: Readonly<Record<string, string>> = {
   Service: 'v1',
@@ -49,29 +68,34 @@ export function parseManifest(text: string): ManifestParseResult {
   const contents: ManifestContents = { services: [], endpointSlices: [], endpoints: [] };
   const seen = new Map<string, string>();
   if (text.length > MAX_MANIFEST_BYTES) {
-    return {
-      ok: false,
-      errors: [`the manifest is larger than ${MAX_MANIFEST_BYTES} bytes`],
-      warnings,
-    };
+    return { ok: false, errors: [tooLargeMessage(text.length)], warnings };
+  }
+  const deep = findExcessiveNesting(text, MAX_MANIFEST_DEPTH);
+  if (deep !== undefined) {
+    const error = `line ${deep.line}: nested deeper than the limit of ${MAX_MANIFEST_DEPTH} levels (a Kubernetes object needs about 10); the file was not parsed`;
+    return { ok: false, errors: [error], warnings };
   }
   let docs: ReturnType<typeof parseAllDocuments>;
   try {
     docs = parseAllDocuments(text);
   } catch (err) {
-    return { ok: false, errors: [`not YAML or JSON: ${(err as Error).message}`], warnings };
+    return {
+      ok: false,
+      errors: [`not YAML or JSON: ${yamlError((err as Error).message)}`],
+      warnings,
+    };
   }
   const list = Array.isArray(docs) ? docs : [docs];
   const items: { where: string; obj?: unknown; error?: string }[] = [];
   list.forEach((doc, i) => {
     const where = `document ${i + 1}`;
-    for (const e of doc.errors) items.push({ where, error: e.message.split('\n')[0] ?? e.message });
+    for (const e of doc.errors) items.push({ where, error: yamlError(e.message) });
     if (doc.errors.length > 0) return;
     let value: unknown;
     try {
       value = doc.toJS({ maxAliasCount: 100 });
     } catch (err) {
-      items.push({ where, error: (err as Error).message });
+      items.push({ where, error: yamlError((err as Error).message) });
       return;
     }
     if (value === null || value === undefined) return;
@@ -114,13 +138,13 @@ export function parseManifest(text: string): ManifestParseResult {
       if (kind === undefined) errors.push(`${where}: "kind" is missing`);
       else
         warnings.push(
-          `${where}: kind ${JSON.stringify(kind)} is not used by the proxy and is ignored`,
+          `${where}: kind ${quoteForLog(kind)} is not used by the proxy and is ignored`,
         );
       continue;
     }
     if (apiVersion !== undefined && apiVersion !== expected) {
       errors.push(
-        `${where}: apiVersion ${JSON.stringify(apiVersion)} is not supported for ${kind}; use "${expected}"`,
+        `${where}: apiVersion ${quoteForLog(apiVersion)} is not supported for ${kind}; use "${expected}"`,
       );
       continue;
     }
@@ -131,13 +155,14 @@ export function parseManifest(text: string): ManifestParseResult {
           ? validateEndpoints(obj)
           : validateEndpointSlice(obj);
     if (!result.ok) {
-      errors.push(`${where} (${kind} ${result.error.key}): ${result.error.reason}`);
+      const reason = logSafe(result.error.reason, LOG_MESSAGE_MAX_CHARS);
+      errors.push(`${where} (${kind} ${logSafe(result.error.key)}): ${reason}`);
       continue;
     }
     const key = `${kind} ${objectKey(result.value)}`;
     const first = seen.get(key);
     if (first !== undefined) {
-      errors.push(`${where}: ${key} is also defined in ${first}`);
+      errors.push(`${where}: ${logSafe(key)} is also defined in ${first}`);
       continue;
     }
     seen.set(key, where);

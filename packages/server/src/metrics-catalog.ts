@@ -60,6 +60,7 @@ export interface MetricCatalog {
   readonly relayFallbacks: Counter<'leg' | 'path'>;
   readonly servicePorts: Gauge;
   readonly manifestReloads: Counter<'result'>;
+  readonly httpRefused: Counter<'server' | 'reason'>;
 }
 
 /** Creates every metric in `registry` (the build info gauge set to 1). */
@@ -163,7 +164,7 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
   });
   const refused = new Counter({
     name: `${up}_refused_total`,
-    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, other)',
+    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, policy, other)',
     labelNames: [...labelNames, 'reason'],
     registers,
   });
@@ -210,6 +211,12 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     labelNames: ['result'],
     registers,
   });
+  const httpRefused = new Counter({
+    name: `${up}_http_connections_refused_total`,
+    help: 'Connections the health and metrics servers closed on arrival, per server and reason (connection-limit, descriptors)',
+    labelNames: ['server', 'reason'],
+    registers,
+  });
   endpointChangesPending.set(0);
   return {
     syncDuration,
@@ -235,5 +242,6 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     relayFallbacks,
     servicePorts,
     manifestReloads,
+    httpRefused,
   };
 }

@@ -1,6 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { notFound } from './health-server.js';
+import { createLimitedServer, type HttpLimits } from './http-guard.js';
 
 /**
  * The metrics server (`metricsBindAddress`, 127.0.0.1:10249 by default): kube-proxy's paths.
@@ -16,7 +17,12 @@ export interface MetricsServerOptions {
   proxyMode: string;
   /** The /configz body, computed per request (the configuration is immutable, but cheap to render). */
   configz: () => string;
+  /** Connection cap, timeouts and descriptor reserve (http-guard.ts); each has a default. */
+  limits?: HttpLimits;
 }
+
+/** How long a /metrics request may take in all: gathering can take a while on a busy daemon. */
+export const METRICS_REQUEST_TIMEOUT_MS = 30_000;
 
 const TEXT = { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' };
 
@@ -87,9 +93,8 @@ export function metricsHandler(options: MetricsServerOptions) {
 
 /** An unstarted HTTP server for the metrics endpoints; start it with a RetryingListener. */
 export function createMetricsServer(options: MetricsServerOptions): Server {
-  const server = createServer(metricsHandler(options));
-  server.keepAliveTimeout = 5000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 30_000;
-  return server;
+  return createLimitedServer(metricsHandler(options), {
+    requestTimeoutMs: METRICS_REQUEST_TIMEOUT_MS,
+    ...options.limits,
+  });
 }

@@ -117,6 +117,11 @@ export class ProxyMetrics implements HealthResponseObserver {
     this.catalog.livezTotal.inc({ code: String(code) });
   }
 
+  /** The health or metrics server closed a connection on arrival (http-guard.ts). */
+  httpConnectionRefused(server: string, reason: string): void {
+    this.catalog.httpRefused.inc({ server, reason });
+  }
+
   /** A manifest reload was applied or rejected. */
   manifestReloaded(result: 'applied' | 'rejected'): void {
     this.catalog.manifestReloads.inc({ result });

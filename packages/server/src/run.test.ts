@@ -88,7 +88,9 @@ describe('runCommand', () => {
     expect(decoded.errors).toEqual([]);
     expect(decoded.input).toMatchObject({
       udpIdleTimeout: 3000,
-      userspaceProxy: { servicesFile: 's.yaml' },
+      // relative to the working directory on the command line; absolute in the file (see
+      // config-write.test.ts), so that --config reads the same file back
+      userspaceProxy: { servicesFile: join(process.cwd(), 's.yaml') },
     });
   });
 
@@ -127,6 +129,12 @@ describe('runCommand', () => {
       'the rejection',
     );
     expect(out.logs.join('\n')).toContain('KubeProxyConfiguration.Mode.ProxyMode');
+    // Other changes in the directory re-check the file: the same mistake is logged once.
+    for (let i = 0; i < 4; i++) {
+      await writeFile(join(dir, 'beside.txt'), String(i));
+      await new Promise((resolve) => setTimeout(resolve, 150));
+    }
+    expect(out.logs.filter((l) => l.includes('configuration file is invalid'))).toHaveLength(1);
     expect(code).toBeUndefined();
     expect(await ask(SERVICE_IP, 8080, 'b', 1000)).toBe('A:b');
 
@@ -146,6 +154,34 @@ describe('runCommand', () => {
     const { io, out } = fakeIO();
     expect(await runCommand(['--config', join(dir, 'config.yaml')], io)).toBe(1);
     expect(out.logs.join('\n')).toContain('cannot start: invalid services file');
+  });
+
+  it('stops like on SIGTERM once its parent is gone, with --exit-with-parent', async () => {
+    await writeManifest();
+    await writeFile(join(dir, 'config.yaml'), configText());
+    const { io, out } = fakeIO();
+    let parent = 4242;
+    const run = runCommand(['--config', join(dir, 'config.yaml'), '--exit-with-parent'], {
+      ...io,
+      parentPid: () => parent,
+      parentCheckMs: 20,
+    });
+    await until(async () => (await ask(SERVICE_IP, 8080, 'a', 1000)) === 'A:a', 'the Service');
+    parent = 1; // the kernel re-parents an orphan to init (or a subreaper)
+    expect(await run).toBe(0);
+    expect(out.logs.join('\n')).toContain('the parent process (pid 4242) exited; stopping');
+    expect(await ask(SERVICE_IP, 8080, 'b', 1000)).toBe('ECONNREFUSED');
+  });
+
+  it('escapes and bounds what it quotes from a configuration file', async () => {
+    const path = join(dir, 'config.yaml');
+    await writeFile(path, `${configText()}\n"bad\\x1b[2Jkey": 1\nmode: "${'m'.repeat(100_000)}"\n`);
+    const { io, out } = fakeIO();
+    expect(await runCommand(['--config', path], io)).toBe(1);
+    expect(out.stderr).toContain('unknown field "bad\\x1b[2Jkey" is ignored');
+    expect(out.stderr).not.toContain('\x1b');
+    expect(out.stderr).toMatch(/m…\(\d+ more\)/);
+    expect(out.stderr.length).toBeLessThan(3000);
   });
 
   it('prints help to stdout and flag errors to stderr', async () => {

@@ -7,6 +7,7 @@ import type { KubeProxyConfiguration } from './config-schema.js';
 import { configurationYaml } from './config-write.js';
 import { Daemon, type DaemonOptions } from './daemon.js';
 import { watchFile } from './file-watch.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { createDaemonLogger } from './logging.js';
 import { chooseSource } from './sources.js';
 
@@ -27,7 +28,14 @@ export interface CommandIO {
   log?: (line: string) => void;
   /** Extra daemon options (fakes in tests). */
   daemon?: Partial<DaemonOptions>;
+  /** The parent process id, read again on each check (`--exit-with-parent`). Default process.ppid. */
+  parentPid?: () => number;
+  /** How often `--exit-with-parent` checks. Default {@link PARENT_CHECK_MS}. */
+  parentCheckMs?: number;
 }
+
+/** How often `--exit-with-parent` looks at the parent process. */
+export const PARENT_CHECK_MS = 1000;
 
 /** The real process. */
 export const processIO: CommandIO = {
@@ -44,6 +52,9 @@ export const processIO: CommandIO = {
     return () => {};
   },
 };
+
+/** A message about the configuration, which quotes the file's values: bounded and escaped. */
+const safe = (message: string) => logSafe(message, LOG_MESSAGE_MAX_CHARS);
 
 function resolve(cli: CliOptions): Promise<ResolvedConfiguration> {
   return resolveConfiguration({
@@ -78,9 +89,9 @@ export async function runCommand(
     });
     if (choice.kind === 'none') errors.push(choice.error);
   }
-  for (const warning of resolved.warnings) io.stderr(`Warning: ${warning}\n`);
+  for (const warning of resolved.warnings) io.stderr(`Warning: ${safe(warning)}\n`);
   if (config === undefined || errors.length > 0) {
-    io.stderr(`failed validate:\n${errors.map((e) => `  ${e}\n`).join('')}`);
+    io.stderr(`failed validate:\n${errors.map((e) => `  ${safe(e)}\n`).join('')}`);
     return 1;
   }
   const logger = createDaemonLogger({
@@ -100,7 +111,7 @@ async function writeConfig(
   logger: Logger,
 ): Promise<number> {
   try {
-    await writeFile(path, configurationYaml(config));
+    await writeFile(path, configurationYaml(config, { writtenTo: path }));
     logger.info(`wrote the configuration to ${path}`);
     return 0;
   } catch (err) {
@@ -125,19 +136,40 @@ async function runDaemon(
     await daemon.stop('start failed', { exitCode: 1, drain: false });
   }
   if (cli.configFile !== '') {
+    const reported = { errors: '' };
     void watchFile(
       {
         path: cli.configFile,
         logger,
-        onChange: () => void checkConfigChange(cli, config, daemon, logger),
+        onChange: () => void checkConfigChange(cli, config, daemon, logger, reported),
       },
       stopWatching.signal,
     );
   }
+  const stopParentWatch = cli.exitWithParent ? watchParent(daemon, logger, io) : () => {};
   const code = await daemon.exited;
+  stopParentWatch();
   stopWatching.abort();
   removeSignals();
   return code;
+}
+
+/**
+ * `--exit-with-parent`: when the parent dies the kernel gives the daemon a new parent (init or a
+ * subreaper), so a changed parent pid means the process that started it is gone, whatever killed
+ * it (SIGKILL leaves it no chance to pass a signal on). Returns the remover.
+ */
+function watchParent(daemon: Daemon, logger: Logger, io: CommandIO): () => void {
+  const parentPid = io.parentPid ?? (() => process.ppid);
+  const parent = parentPid();
+  const timer = setInterval(() => {
+    if (parentPid() === parent) return;
+    clearInterval(timer);
+    logger.warn(`the parent process (pid ${parent}) exited; stopping (--exit-with-parent)`);
+    void daemon.stop('parent exited');
+  }, io.parentCheckMs ?? PARENT_CHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /**
@@ -150,14 +182,19 @@ async function checkConfigChange(
   current: KubeProxyConfiguration,
   daemon: Daemon,
   logger: Logger,
+  reported: { errors: string },
 ): Promise<void> {
   const next = await resolve(cli);
   if (next.config === undefined || next.errors.length > 0) {
-    logger.error(
-      `the edited configuration file is invalid and is ignored: ${next.errors.join('; ')}`,
-    );
+    // Any change in the directory calls this: the same mistake is reported once.
+    const errors = next.errors.map(safe).join('; ');
+    if (errors !== reported.errors) {
+      reported.errors = errors;
+      logger.error(`the edited configuration file is invalid and is ignored: ${errors}`);
+    }
     return;
   }
+  reported.errors = '';
   if (JSON.stringify(next.config) === JSON.stringify(current)) return;
   logger.warn(
     "content of the proxy server's configuration file was updated; restarting to apply it",

@@ -14,8 +14,10 @@ import {
   MAX_MANIFEST_BYTES,
   MAX_MANIFEST_ERRORS,
   type ManifestContents,
-  parseManifest,
+  tooLargeMessage,
 } from './manifest-parse.js';
+import type { ManifestParser } from './manifest-parser.js';
+import { WorkerManifestParser } from './manifest-parser-worker.js';
 import type { ProxySources } from './sources.js';
 
 /**
@@ -62,16 +64,25 @@ export interface ManifestSourceOptions {
   read?: (path: string) => Promise<string>;
   /** Default node:fs `watch`; a fake in tests. */
   watch?: typeof fsWatch;
-  /** Told about every reload after the first (the daemon counts them). */
+  /**
+   * Told about every reload after the first that changed something or found a new mistake (the
+   * daemon counts them); the same rejected file seen again is not reported again.
+   */
   onReload?: (outcome: ReloadOutcome) => void;
+  /** Default a {@link WorkerManifestParser}: parsing never blocks the proxy's event loop. */
+  parser?: ManifestParser;
 }
 
 /** Reads a manifest, refusing one larger than {@link MAX_MANIFEST_BYTES} before reading it. */
 async function readLimited(path: string): Promise<string> {
   const { size } = await stat(path);
-  if (size > MAX_MANIFEST_BYTES)
-    throw new Error(`the file is larger than ${MAX_MANIFEST_BYTES} bytes`);
+  if (size > MAX_MANIFEST_BYTES) throw new Error(tooLargeMessage(size));
   return readFile(path, 'utf8');
+}
+
+/** The warnings of one reload as one message (one mistake, one line). */
+export function warningsMessage(path: string, warnings: readonly string[]): string {
+  return `${path}: ${warnings.join('; ')}`;
 }
 
 /** A {@link ProxySources} backed by a watched manifest file. */
@@ -85,7 +96,12 @@ export class ManifestSource implements ProxySources {
   readonly #path: string;
   readonly #options: ManifestSourceOptions;
   readonly #log: Logger;
+  readonly #parser: ManifestParser;
   #lastText: string | undefined;
+  /** The last text refused, so that the same mistake is neither parsed nor reported twice. */
+  #rejectedText: string | undefined;
+  /** The errors last reported, for the same reason (a file that cannot be read, again and again). */
+  #reported: string | undefined;
   #queue: Promise<unknown> = Promise.resolve();
   /** Contents loaded before `run`: held back until the daemon has registered every handler. */
   #initial: ManifestContents | undefined;
@@ -95,11 +111,17 @@ export class ManifestSource implements ProxySources {
     this.#path = resolve(options.path);
     this.#options = options;
     this.#log = componentLogger(options.logger, 'services-file');
+    this.#parser = options.parser ?? new WorkerManifestParser();
   }
 
   /** The absolute path of the file. */
   get path(): string {
     return this.#path;
+  }
+
+  /** Ends the parser's thread (the daemon's stop does this through `run`'s signal). */
+  close(): void {
+    this.#parser.close();
   }
 
   /** Reads the file and applies it if it is valid. Reloads run one at a time, in call order. */
@@ -120,8 +142,12 @@ export class ManifestSource implements ProxySources {
     if (text === this.#lastText) {
       return { applied: true, unchanged: true, errors: [], warnings: [], events: 0 };
     }
-    const parsed = parseManifest(text);
-    if (!parsed.ok)
+    if (text === this.#rejectedText) {
+      return { applied: false, unchanged: true, errors: [], warnings: [], events: 0 };
+    }
+    const parsed = await this.#parser.parse(text);
+    if (!parsed.ok) {
+      this.#rejectedText = text;
       return {
         applied: false,
         unchanged: false,
@@ -129,7 +155,9 @@ export class ManifestSource implements ProxySources {
         warnings: parsed.warnings,
         events: 0,
       };
+    }
     this.#lastText = text;
+    this.#rejectedText = undefined;
     const { services, endpointSlices, endpoints } = parsed.contents;
     const counts = {
       services: services.length,
@@ -170,6 +198,7 @@ export class ManifestSource implements ProxySources {
       this.#initial = undefined;
     }
     this.#log.info(`watching ${this.#path} for changes`);
+    signal.addEventListener('abort', () => this.#parser.close(), { once: true });
     await watchFile(
       {
         path: this.#path,
@@ -185,13 +214,18 @@ export class ManifestSource implements ProxySources {
     );
   }
 
+  /** One message per reload: the errors, or the warnings and the result; a repeat says nothing. */
   #report(outcome: ReloadOutcome): void {
     if (outcome.unchanged) return;
-    for (const warning of outcome.warnings) this.#log.warn(`${this.#path}: ${warning}`);
     if (outcome.applied) {
+      this.#reported = undefined;
+      if (outcome.warnings.length > 0)
+        this.#log.warn(warningsMessage(this.#path, outcome.warnings));
       this.#log.info(`applied ${this.#path}: ${outcome.events} change(s)`);
     } else {
       const shown = outcome.errors.slice(0, MAX_MANIFEST_ERRORS).join('; ');
+      if (shown === this.#reported) return; // the same file still cannot be read
+      this.#reported = shown;
       this.#log.error(
         `ignoring the edit of ${this.#path}, the last good state keeps serving: ${shown}`,
       );
@@ -214,9 +248,12 @@ export async function createManifestSource(
 ): Promise<ManifestSource> {
   const source = new ManifestSource(options);
   const outcome = await source.load();
-  if (!outcome.applied) throw new ManifestError(source.path, outcome.errors);
+  if (!outcome.applied) {
+    source.close();
+    throw new ManifestError(source.path, outcome.errors);
+  }
   const log = componentLogger(options.logger, 'services-file');
-  for (const warning of outcome.warnings) log.warn(`${source.path}: ${warning}`);
+  if (outcome.warnings.length > 0) log.warn(warningsMessage(source.path, outcome.warnings));
   const counts = outcome.counts;
   log.info(
     `loaded ${source.path}: ${counts?.services} Service(s), ` +

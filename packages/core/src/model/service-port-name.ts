@@ -27,7 +27,7 @@ export function servicePortNameString(n: ServicePortName): string {
  * per call, which showed in profiles of the connection and UDP-session paths, and could only ever
  * agree with the colon test.
  */
-export function joinHostPort(host: string, port: number): string {
+export function joinHostPort(host: string, port: number | string): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 

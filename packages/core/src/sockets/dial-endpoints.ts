@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { channels, type DialErrorMessage } from '../diagnostics.js';
-import { EndpointDialError, MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
+import { EndpointDialError } from '../errors.js';
 import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import { componentLogger, type Logger } from '../logger.js';
 import type { Addr } from '../model/model.js';
@@ -10,6 +10,7 @@ import {
   splitHostPort,
 } from '../model/service-port-name.js';
 import { DEFAULT_PROXY_SOCKET_OPTIONS } from './proxy-socket-options.js';
+import { isNoEndpointsError } from './refusal.js';
 
 /**
  * Opens the TCP connection of one dial attempt. The default is `net.connect({ host, port })`; the
@@ -178,10 +179,10 @@ class EndpointDialer {
       componentLogger(this.#opts.logger, 'dial').debug(
         `couldn't find an endpoint for ${this.#name()}: ${String(error)}`,
       );
-      const none =
-        error instanceof MissingEndpointsError || error instanceof MissingServiceEntryError;
       this.#finish(
-        none ? error : new EndpointDialError(this.#name(), this.#attempts, { cause: error }),
+        isNoEndpointsError(error)
+          ? error
+          : new EndpointDialError(this.#name(), this.#attempts, { cause: error }),
       );
       return;
     }

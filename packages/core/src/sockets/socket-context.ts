@@ -1,11 +1,13 @@
 import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import { type Logger, noopLogger } from '../logger.js';
 import type { Protocol, Service } from '../model/model.js';
+import type { ServiceInfo } from '../model/service-info.js';
 import type { ServicePortName } from '../model/service-port-name.js';
 import type { EndpointsChangedListener, ProxySocketContext } from './proxy-socket.js';
 
 /** Options of {@link createSocketContext}; only the load balancer is required. */
 export interface SocketContextOptions {
+  /** Picks each connection's endpoint; feed it Endpoints (`onEndpointsAdd`) yourself. */
   loadBalancer: LoadBalancer;
   /** Default "TCP". */
   protocol?: Protocol;
@@ -81,6 +83,50 @@ export function createSocketContext(options: SocketContextOptions): StandaloneSo
     },
     abort() {
       controller.abort();
+    },
+  };
+}
+
+/** What {@link createServiceInfo} returns: a ServiceInfo whose life a caller ends with `stop()`. */
+export interface StandaloneServiceInfo extends ServiceInfo {
+  /** Marks the info not alive (and finished): a socket's loop then ends at its next connection. */
+  stop(): void;
+}
+
+/**
+ * The ServiceInfo to hand `proxyLoop` when a socket runs without a Proxier: alive and started,
+ * affinity off, the Proxier's 10 s UDP idle timeout, the context's Service and address; any field
+ * can be overridden.
+ */
+export function createServiceInfo(
+  context: ProxySocketContext,
+  overrides: Partial<Omit<ServiceInfo, 'isAlive' | 'isStarted' | 'isFinished'>> = {},
+): StandaloneServiceInfo {
+  let alive = true;
+  const { metadata } = context.service;
+  return {
+    serviceRef: {
+      kind: 'Service',
+      apiVersion: 'v1',
+      namespace: metadata.namespace ?? context.servicePort.namespace,
+      name: metadata.name,
+    },
+    protocol: context.protocol,
+    portal: { ip: context.ip ?? '', port: context.port, isExternal: false },
+    proxyPort: context.port,
+    nodePort: 0,
+    externalIPs: [],
+    loadBalancerIPs: [],
+    sessionAffinityType: 'None',
+    stickyMaxAgeSeconds: 0,
+    udpIdleTimeoutMs: 10_000,
+    activeClients: new Map(),
+    ...overrides,
+    isAlive: () => alive,
+    isStarted: () => alive,
+    isFinished: () => !alive,
+    stop: () => {
+      alive = false;
     },
   };
 }
