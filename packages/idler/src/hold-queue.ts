@@ -10,10 +10,10 @@ import {
 } from '@userspace-proxy/core';
 import { LogLimiter } from '@userspace-proxy/core/sockets';
 import {
-  idlerChannels,
   type IdlerHoldMessage,
   type IdlerReleaseMessage,
   type IdlerReleaseOutcome,
+  idlerChannels,
 } from './diagnostics.js';
 import type { IdlerBudget } from './idler-budget.js';
 import type { NeedPodsSignaller } from './need-pods.js';
@@ -71,7 +71,9 @@ export class HoldQueue {
   #timer: NodeJS.Timeout | undefined;
   #needPodsTimer: NodeJS.Timeout | undefined;
   #lastNeedPodsAt = Number.NEGATIVE_INFINITY;
-  #period: { start: number; abort: AbortController; counts: Record<IdlerReleaseOutcome, number> } | undefined;
+  #period:
+    | { start: number; abort: AbortController; counts: Record<IdlerReleaseOutcome, number> }
+    | undefined;
   #handOverScheduled = false;
   readonly #limitLog = new LogLimiter();
 
@@ -159,7 +161,11 @@ export class HoldQueue {
     if (this.#period === undefined) this.#startPeriod();
     this.#armTimeout();
     if (idlerChannels.hold.hasSubscribers) {
-      const message: IdlerHoldMessage = { service: this.name, protocol: 'TCP', held: this.#held.size };
+      const message: IdlerHoldMessage = {
+        service: this.name,
+        protocol: 'TCP',
+        held: this.#held.size,
+      };
       idlerChannels.hold.publish(message);
     }
     return 'hold';
@@ -240,7 +246,13 @@ export class HoldQueue {
     this.#period = {
       start,
       abort: new AbortController(),
-      counts: { 'handed-over': 0, 'hold-timeout': 0, 'hold-evicted': 0, 'client-closed': 0, closed: 0 },
+      counts: {
+        'handed-over': 0,
+        'hold-timeout': 0,
+        'hold-evicted': 0,
+        'client-closed': 0,
+        closed: 0,
+      },
     };
     this.#log.info(`${this.name} has no endpoints: holding its clients and asking for pods`);
     const interval = this.#owner.options.needPodsIntervalMs;
@@ -258,10 +270,14 @@ export class HoldQueue {
 
   #armNeedPods(delayMs: number): void {
     clearTimeout(this.#needPodsTimer);
-    this.#needPodsTimer = setTimeout(() => {
-      this.#needPodsTimer = undefined;
-      if (this.#held.size > 0 && !this.#lb.serviceHasEndpoints(this.servicePort)) this.#signal(true);
-    }, Math.max(1, delayMs));
+    this.#needPodsTimer = setTimeout(
+      () => {
+        this.#needPodsTimer = undefined;
+        if (this.#held.size > 0 && !this.#lb.serviceHasEndpoints(this.servicePort))
+          this.#signal(true);
+      },
+      Math.max(1, delayMs),
+    );
     this.#needPodsTimer.unref();
   }
 

@@ -229,7 +229,10 @@ export class HybridProxier implements Proxier {
   }
 
   async drain(deadlineMs: number): Promise<DrainResult> {
-    const [a, b] = await Promise.all([this.#main.drain(deadlineMs), this.#idling.drain(deadlineMs)]);
+    const [a, b] = await Promise.all([
+      this.#main.drain(deadlineMs),
+      this.#idling.drain(deadlineMs),
+    ]);
     return { remaining: a.remaining + b.remaining, timedOut: a.timedOut || b.timedOut };
   }
 
@@ -290,9 +293,14 @@ export class HybridProxier implements Proxier {
       state.sources.delete(id);
       if (state.idlerSources.delete(id)) this.#toIdler(kind, object, 'delete');
     } else {
+      const previous = state.sources.get(id)?.object;
       state.sources.set(id, { kind, object, empty: isEmpty(object, kind) });
       if (wanted) {
-        this.#toIdler(kind, object, state.idlerSources.has(id) ? 'update' : 'add');
+        if (previous !== undefined && state.idlerSources.has(id)) {
+          this.#toIdler(kind, object, 'update', previous);
+        } else {
+          this.#toIdler(kind, object, 'add');
+        }
         state.idlerSources.add(id);
       }
     }
@@ -309,17 +317,22 @@ export class HybridProxier implements Proxier {
     this.#release(state);
   }
 
-  #toIdler(kind: Source['kind'], object: EndpointSlice | Endpoints, op: 'add' | 'update' | 'delete'): void {
+  #toIdler(
+    kind: Source['kind'],
+    object: EndpointSlice | Endpoints,
+    op: 'add' | 'update' | 'delete',
+    previous: EndpointSlice | Endpoints = object,
+  ): void {
     const p = this.#idling;
     if (kind === 'slice') {
       const slice = object as EndpointSlice;
       if (op === 'add') p.onEndpointSliceAdd(slice);
-      else if (op === 'update') p.onEndpointSliceUpdate(slice, slice);
+      else if (op === 'update') p.onEndpointSliceUpdate(previous as EndpointSlice, slice);
       else p.onEndpointSliceDelete(slice);
     } else {
       const endpoints = object as Endpoints;
       if (op === 'add') p.onEndpointsAdd(endpoints);
-      else if (op === 'update') p.onEndpointsUpdate(endpoints, endpoints);
+      else if (op === 'update') p.onEndpointsUpdate(previous as Endpoints, endpoints);
       else p.onEndpointsDelete(endpoints);
     }
   }
@@ -359,7 +372,9 @@ export class HybridProxier implements Proxier {
   #switch(state: State, to: Owner): void {
     const key = `${state.namespace}/${state.name}`;
     state.isIdled = to === 'idling';
-    this.#log.info(`switching Service ${key} to the ${to === 'idling' ? 'idling' : 'main'} proxier`);
+    this.#log.info(
+      `switching Service ${key} to the ${to === 'idling' ? 'idling' : 'main'} proxier`,
+    );
     if (to === 'idling') this.#feedIdler(state);
     const delivered = state.delivered;
     if (delivered !== undefined && delivered.owner !== to) {

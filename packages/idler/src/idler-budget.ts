@@ -12,7 +12,9 @@ export class IdlerBudget {
   /** `capacity` defaults to {@link DEFAULT_IDLER_OPTIONS}.maxHeldTotal (10 000). */
   constructor(capacity: number = DEFAULT_IDLER_OPTIONS.maxHeldTotal) {
     if (!Number.isSafeInteger(capacity) || capacity < 1) {
-      throw new RangeError(`an IdlerBudget needs a capacity of at least 1, got ${String(capacity)}`);
+      throw new RangeError(
+        `an IdlerBudget needs a capacity of at least 1, got ${String(capacity)}`,
+      );
     }
     this.capacity = capacity;
   }

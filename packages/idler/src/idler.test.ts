@@ -5,7 +5,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { IDLER_CHANNELS, type IdlerReleaseMessage } from './diagnostics.js';
 import { Idler } from './idler.js';
 import { IdlerBudget } from './idler-budget.js';
-import { endpointsOf, FakeConnection, RecordingHook, RecordingRecorder } from './test-support/fakes.js';
+import {
+  endpointsOf,
+  FakeConnection,
+  RecordingHook,
+  RecordingRecorder,
+} from './test-support/fakes.js';
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
 
@@ -151,7 +156,7 @@ describe('the idling accept policy', () => {
     expect(s.idler.budget.held).toBe(0);
   });
 
-  it('keeps held clients when the socket closes and hands them over on the hybrid\'s word', async () => {
+  it("keeps held clients when the socket closes and hands them over on the hybrid's word", async () => {
     const s = setup();
     const a = s.arrive();
     s.policy.close?.();

@@ -15,8 +15,8 @@ import {
   connect,
   endpointsOf,
   firstBytes,
-  randomLoopback,
   RecordingRecorder,
+  randomLoopback,
   tcpBackend,
   udpBackend,
 } from './test-support/fakes.js';
@@ -38,12 +38,19 @@ function info(): ServiceInfo {
 async function open(
   protocol: 'TCP' | 'UDP',
   idler: Idler,
-  extra: Parameters<typeof createIdlingProxySocketFactory>[0] extends infer O ? Partial<O> : never = {},
+  extra: Parameters<typeof createIdlingProxySocketFactory>[0] extends infer O
+    ? Partial<O>
+    : never = {},
 ) {
   const lb = new RoundRobinLoadBalancer();
   const ip = randomLoopback();
   const servicePort = { namespace: 'ns', name: 'web', port: 'p', protocol };
-  const context: StandaloneSocketContext = createSocketContext({ loadBalancer: lb, protocol, ip, servicePort });
+  const context: StandaloneSocketContext = createSocketContext({
+    loadBalancer: lb,
+    protocol,
+    ip,
+    servicePort,
+  });
   const factory = createIdlingProxySocketFactory({ idler, dialTimeoutsMs: [500], ...extra });
   const socket: ProxySocket = await factory(context);
   void socket.proxyLoop(info());
@@ -99,7 +106,9 @@ describe('the idling TCP socket on loopback', () => {
       cleanups.push(() => c.destroy());
       c.write(text);
       clients.push(c);
-      await vi.waitFor(() => expect(idler.stats().released + idler.stats().heldNow).toBe(clients.length));
+      await vi.waitFor(() =>
+        expect(idler.stats().released + idler.stats().heldNow).toBe(clients.length),
+      );
     }
     const [a, b, c] = clients as [net.Socket, net.Socket, net.Socket];
     expect(await closed(a)).toBe('');
@@ -124,7 +133,8 @@ describe('the idling TCP socket on loopback', () => {
     await new Promise<void>((resolve) => dead.close(() => resolve()));
     let dials = 0;
     const s = await open('TCP', idler, {
-      connect: (options) => net.connect({ ...options, port: dials++ === 0 ? deadPort : options.port }),
+      connect: (options) =>
+        net.connect({ ...options, port: dials++ === 0 ? deadPort : options.port }),
     });
     const first = await connect(s.ip, s.port);
     cleanups.push(() => first.destroy());
@@ -160,7 +170,9 @@ describe('the idling TCP socket on loopback', () => {
     await expect(createIdlingProxySocketFactory({ idler })(context)).rejects.toBeInstanceOf(
       UnsupportedProtocolError,
     );
-    const fake = { addr: () => ({ address: '', port: 1, family: 'IPv4' }) } as unknown as ProxySocket;
+    const fake = {
+      addr: () => ({ address: '', port: 1, family: 'IPv4' }),
+    } as unknown as ProxySocket;
     const base = vi.fn(async () => fake);
     expect(await createIdlingProxySocketFactory({ idler, base })(context)).toBe(fake);
     expect(base).toHaveBeenCalledWith(context);

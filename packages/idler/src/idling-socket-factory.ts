@@ -39,7 +39,9 @@ export function createIdlingProxySocketFactory(
     ...socketOptions,
     ...(socketOptions.createUdpSocket === undefined
       ? {}
-      : { createSocket: socketOptions.createUdpSocket as (o: dgram.SocketOptions) => dgram.Socket }),
+      : {
+          createSocket: socketOptions.createUdpSocket as (o: dgram.SocketOptions) => dgram.Socket,
+        }),
   };
   return async (context): Promise<ProxySocket> => {
     const protocol = String(context.protocol).toUpperCase();

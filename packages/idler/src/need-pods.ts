@@ -5,7 +5,7 @@ import {
   type ServicePortName,
   servicePortNameString,
 } from '@userspace-proxy/core';
-import { idlerChannels, type IdlerNeedPodsMessage } from './diagnostics.js';
+import { type IdlerNeedPodsMessage, idlerChannels } from './diagnostics.js';
 import type { UnidleHook } from './unidle-hook.js';
 
 /** The Event reason OpenShift's unidling controller watches for. */

@@ -81,7 +81,12 @@ export interface ResolvedIdlerOptions {
  */
 export function resolveIdlerOptions(opts: IdlerOptions): ResolvedIdlerOptions {
   const d = DEFAULT_IDLER_OPTIONS;
-  const int = (name: keyof IdlerOptions, value: number | undefined, fallback: number, min: number) => {
+  const int = (
+    name: keyof IdlerOptions,
+    value: number | undefined,
+    fallback: number,
+    min: number,
+  ) => {
     const v = value ?? fallback;
     if (!Number.isSafeInteger(v) || v < min) {
       throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(v)}`);
@@ -96,7 +101,12 @@ export function resolveIdlerOptions(opts: IdlerOptions): ResolvedIdlerOptions {
     return v;
   };
   return {
-    maxHeldPerServicePort: int('maxHeldPerServicePort', opts.maxHeldPerServicePort, d.maxHeldPerServicePort, 1),
+    maxHeldPerServicePort: int(
+      'maxHeldPerServicePort',
+      opts.maxHeldPerServicePort,
+      d.maxHeldPerServicePort,
+      1,
+    ),
     maxHeldTotal: int('maxHeldTotal', opts.maxHeldTotal, d.maxHeldTotal, 1),
     holdTimeoutMs: ms('holdTimeoutMs', opts.holdTimeoutMs, d.holdTimeoutMs),
     needPodsIntervalMs: ms('needPodsIntervalMs', opts.needPodsIntervalMs, d.needPodsIntervalMs),

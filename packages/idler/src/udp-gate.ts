@@ -7,7 +7,7 @@ import {
   type ServicePortName,
   servicePortNameString,
 } from '@userspace-proxy/core';
-import { idlerChannels, type IdlerUdpMessage } from './diagnostics.js';
+import { type IdlerUdpMessage, idlerChannels } from './diagnostics.js';
 import type { HoldQueueOwner } from './hold-queue.js';
 
 /** A socket whose datagrams a gate can hold back and deliver later. */

@@ -1,5 +1,5 @@
-import net from 'node:net';
 import dgram from 'node:dgram';
+import net from 'node:net';
 import type {
   AcceptedConnection,
   AcceptedConnectionState,
@@ -65,7 +65,8 @@ export class FakeConnection implements AcceptedConnection {
 
 /** Records Events. */
 export class RecordingRecorder implements EventRecorder {
-  readonly events: { ref: ObjectReference; type: EventType; reason: string; message: string }[] = [];
+  readonly events: { ref: ObjectReference; type: EventType; reason: string; message: string }[] =
+    [];
   event(ref: ObjectReference, type: EventType, reason: string, message: string): void {
     this.events.push({ ref, type, reason, message });
   }
@@ -98,7 +99,10 @@ export function endpointsOf(
 ): Endpoints {
   return {
     metadata: { namespace, name },
-    subsets: ips.length === 0 ? [] : [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: portName, port, protocol }] }],
+    subsets:
+      ips.length === 0
+        ? []
+        : [{ addresses: ips.map((ip) => ({ ip })), ports: [{ name: portName, port, protocol }] }],
   };
 }
 
@@ -135,7 +139,9 @@ export async function tcpBackend(host: string): Promise<{
 }
 
 /** A UDP backend that echoes "ok:" + each datagram. */
-export async function udpBackend(host: string): Promise<{ port: number; received: string[]; close(): void }> {
+export async function udpBackend(
+  host: string,
+): Promise<{ port: number; received: string[]; close(): void }> {
   const received: string[] = [];
   const socket = dgram.createSocket('udp4');
   socket.on('message', (msg, rinfo) => {
