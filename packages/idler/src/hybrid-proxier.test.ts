@@ -8,8 +8,9 @@ import {
   type Service,
 } from '@userspace-proxy/core';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { HybridProxier, IDLED_AT_ANNOTATION } from './hybrid-proxier.js';
+import { HybridProxier } from './hybrid-proxier.js';
 import { Idler } from './idler.js';
+import { IDLED_AT_ANNOTATION } from './idling-predicates.js';
 import { createIdlingProxySocketFactory } from './idling-socket-factory.js';
 import {
   connect,

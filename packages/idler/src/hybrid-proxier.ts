@@ -1,3 +1,6 @@
+// This file is longer than 400 lines because it forwards the whole Proxier interface (three
+// handler contracts and the lifecycle) and its switch state machine acts on one per-Service state
+// that splitting would expose between modules.
 import diagnosticsChannel from 'node:diagnostics_channel';
 import {
   type ConntrackCleaner,
@@ -16,16 +19,14 @@ import {
 } from '@userspace-proxy/core';
 import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import type { Idler } from './idler.js';
-
-/** The annotation `oc idle` puts on an idled Service (its value is not read). */
-export const IDLED_AT_ANNOTATION = 'idling.alpha.openshift.io/idled-at';
-/** The label naming an EndpointSlice's Service. */
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-
-/** True when `service` carries the `idled-at` annotation. */
-export function isIdledService(service: Service): boolean {
-  return service.metadata.annotations?.[IDLED_AT_ANNOTATION] !== undefined;
-}
+import {
+  type EndpointsSourceKind,
+  isEmptySource,
+  isIdledService,
+  SERVICE_NAME_LABEL,
+  serviceAddresses,
+  servicePorts,
+} from './idling-predicates.js';
 
 /** Options of {@link HybridProxier}. */
 export interface HybridProxierOptions {
@@ -46,7 +47,7 @@ export interface HybridProxierOptions {
 
 /** One endpoints source of a Service: a slice (by name) or its legacy Endpoints object. */
 interface Source {
-  readonly kind: 'slice' | 'endpoints';
+  readonly kind: EndpointsSourceKind;
   object: EndpointSlice | Endpoints;
   /** No endpoint core would use. */
   empty: boolean;
@@ -294,7 +295,7 @@ export class HybridProxier implements Proxier {
       if (state.idlerSources.delete(id)) this.#toIdler(kind, object, 'delete');
     } else {
       const previous = state.sources.get(id)?.object;
-      state.sources.set(id, { kind, object, empty: isEmpty(object, kind) });
+      state.sources.set(id, { kind, object, empty: isEmptySource(object, kind) });
       if (wanted) {
         if (previous !== undefined && state.idlerSources.has(id)) {
           this.#toIdler(kind, object, 'update', previous);
@@ -432,39 +433,4 @@ export class HybridProxier implements Proxier {
       }
     }
   }
-}
-
-function servicePorts(service: Service): ServicePortName[] {
-  return (service.spec.ports ?? []).map((port) => ({
-    namespace: service.metadata.namespace || 'default',
-    name: service.metadata.name,
-    port: port.name ?? '',
-    protocol: port.protocol ?? 'TCP',
-  }));
-}
-
-/** The addresses a client reaches the Service on: cluster IPs, external IPs, load-balancer IPs. */
-function serviceAddresses(service: Service): string[] {
-  const ips = new Set<string>();
-  const add = (ip: string | undefined): void => {
-    if (ip !== undefined && ip !== '' && ip !== 'None') ips.add(ip);
-  };
-  add(service.spec.clusterIP);
-  for (const ip of service.spec.clusterIPs ?? []) add(ip);
-  for (const ip of service.spec.externalIPs ?? []) add(ip);
-  for (const ingress of service.status?.loadBalancer?.ingress ?? []) add(ingress.ip);
-  return [...ips];
-}
-
-/** No endpoint that core's load balancer would use (ready, or serving and terminating). */
-function isEmpty(object: EndpointSlice | Endpoints, kind: Source['kind']): boolean {
-  if (kind === 'endpoints') {
-    return !(object as Endpoints).subsets?.some((subset) => (subset.addresses?.length ?? 0) > 0);
-  }
-  return !(object as EndpointSlice).endpoints?.some(
-    (e) =>
-      (e.addresses?.length ?? 0) > 0 &&
-      (e.conditions?.ready !== false ||
-        (e.conditions?.serving === true && e.conditions?.terminating === true)),
-  );
 }

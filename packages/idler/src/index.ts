@@ -17,7 +17,8 @@ export type {
 } from './diagnostics.js';
 export { IDLER_CHANNELS } from './diagnostics.js';
 export type { HybridProxierOptions } from './hybrid-proxier.js';
-export { HybridProxier, IDLED_AT_ANNOTATION, isIdledService } from './hybrid-proxier.js';
+export { HybridProxier } from './hybrid-proxier.js';
+export { IDLED_AT_ANNOTATION, isIdledService } from './idling-predicates.js';
 export type { IdlerConfig, IdlerStats } from './idler.js';
 export { Idler } from './idler.js';
 export { IdlerBudget } from './idler-budget.js';
