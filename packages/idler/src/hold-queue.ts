@@ -47,6 +47,8 @@ export interface HoldQueueOwner {
   readonly needPods: NeedPodsSignaller;
   /** The queue holds nothing and no socket serves it: the Idler forgets it. */
   forget(queue: HoldQueue): void;
+  /** Asks for `queue.dialSome` to be called, paced across the proxy. */
+  handOver(queue: HoldQueue): void;
 }
 
 /**
@@ -196,10 +198,21 @@ export class HoldQueue {
   }
 
   #handOver(): void {
-    const clients = [...this.#held.keys()];
-    if (clients.length === 0) return;
-    this.#log.info(`${this.name} has endpoints: handing over ${clients.length} held client(s)`);
-    for (const connection of clients) {
+    if (this.#held.size === 0) return;
+    this.#log.info(`${this.name} has endpoints: handing over ${this.#held.size} held client(s)`);
+    this.#owner.handOver(this);
+  }
+
+  /**
+   * Hands up to `max` of the oldest held clients to the socket's dial; returns how many. None while
+   * the port has no endpoints (they went again, or the idling proxier dropped the port from its load
+   * balancer): the clients stay held until the next endpoints change or their timeout.
+   */
+  dialSome(max: number): number {
+    let n = 0;
+    for (const connection of this.#held.keys()) {
+      if (n >= max || !this.#lb.serviceHasEndpoints(this.servicePort)) break;
+      n++;
       this.#release(connection, 'handed-over');
       if (!connection.proxy()) continue;
       connection.onClose((c) => {
@@ -210,6 +223,7 @@ export class HoldQueue {
         }
       });
     }
+    return n;
   }
 
   #release(connection: AcceptedConnection, outcome: IdlerReleaseOutcome): void {

@@ -347,6 +347,22 @@ export class HybridProxier implements Proxier {
     }
   }
 
+  /**
+   * The idling proxier dropped the Service's ports from its load balancer when it stopped serving
+   * them (core forgets a removed port's rotation); while its Idler still holds clients, the
+   * endpoints are given again, so that those clients can be dialled, and the Idler is told.
+   */
+  #refeedIdler(state: State): void {
+    if (!this.#idler.holds(state.namespace, state.name)) return;
+    for (const id of state.idlerSources) {
+      const source = state.sources.get(id);
+      if (source === undefined) continue;
+      this.#toIdler(source.kind, source.object, 'delete');
+      this.#toIdler(source.kind, source.object, 'add');
+    }
+    this.#idler.endpointsChanged(state.namespace, state.name);
+  }
+
   #deliver(state: State, owner: Owner): void {
     if (state.service === undefined) return;
     this.#proxier(owner).onServiceAdd(state.service);
@@ -412,6 +428,7 @@ export class HybridProxier implements Proxier {
     if (switching.phase === 'releasing') {
       const from = this.#proxier(switching.to === 'main' ? 'idling' : 'main');
       if (ports.some((port) => from.getServiceInfo(port) !== undefined)) return;
+      if (switching.to === 'main') this.#refeedIdler(state);
       this.#deliver(state, switching.to);
       this.#proxier(switching.to).sync();
       switching.phase = 'opening';

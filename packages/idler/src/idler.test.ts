@@ -3,7 +3,7 @@ import { RoundRobinLoadBalancer } from '@userspace-proxy/core';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { IDLER_CHANNELS, type IdlerReleaseMessage } from './diagnostics.js';
-import { Idler } from './idler.js';
+import { HAND_OVER_BATCH, Idler } from './idler.js';
 import { IdlerBudget } from './idler-budget.js';
 import {
   endpointsOf,
@@ -34,6 +34,12 @@ function setup(options: ConstructorParameters<typeof Idler>[0] = {}) {
   return { lb, recorder, hook, idler, context, policy, arrive, giveEndpoints };
 }
 
+/** Hand-overs run after the endpoint handler, in batches on the event loop (setImmediate, not faked). */
+const handedOver = async () => {
+  await Promise.resolve();
+  await new Promise((resolve) => setImmediate(resolve));
+};
+
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
 });
@@ -55,9 +61,10 @@ describe('the idling accept policy', () => {
       return proxy.call(this);
     });
     s.giveEndpoints();
-    await Promise.resolve();
+    await handedOver();
     expect(order).toEqual([a.c, b.c]);
     expect(s.idler.stats()).toMatchObject({ heldNow: 0, handedOver: 2, heldByServicePort: {} });
+    expect(a.c.state).toBe('dialling');
     // Arriving while endpoints exist: proxied, not held.
     expect(s.arrive().verdict).toBe('proxy');
     // A hand-over whose dials all failed is counted; one that reached a backend is not.
@@ -66,7 +73,7 @@ describe('the idling accept policy', () => {
     expect(s.idler.stats().handOverFailures).toBe(1);
   });
 
-  it('asks for pods with a NeedPods Event about the Service and the hook, once per idle period, again every interval', () => {
+  it('asks for pods with a NeedPods Event about the Service and the hook, once per idle period, again every interval', async () => {
     const s = setup({ needPodsIntervalMs: 60_000 });
     s.arrive();
     s.arrive();
@@ -87,11 +94,10 @@ describe('the idling accept policy', () => {
     expect(s.recorder.events).toHaveLength(2);
     expect(s.idler.stats().needPodsSent).toBe(2);
     s.giveEndpoints();
-    return Promise.resolve().then(() => {
-      expect(firstSignal?.aborted).toBe(true);
-      vi.advanceTimersByTime(120_000);
-      expect(s.recorder.events).toHaveLength(2);
-    });
+    await handedOver();
+    expect(firstSignal?.aborted).toBe(true);
+    vi.advanceTimersByTime(120_000);
+    expect(s.recorder.events).toHaveLength(2);
   });
 
   it('evicts the oldest beyond maxHeldPerServicePort (17 arrive, 16 held: vector 1)', () => {
@@ -164,7 +170,7 @@ describe('the idling accept policy', () => {
     expect(s.idler.holds('ns', 'web')).toBe(true);
     s.lb.onEndpointsAdd(endpointsOf('ns', 'web', ['10.0.0.1'], 80, 'http'));
     s.idler.endpointsChanged('ns', 'web');
-    await Promise.resolve();
+    await handedOver();
     expect(a.c.proxied).toBe(true);
     expect(s.idler.holds('ns', 'web')).toBe(false);
   });
@@ -180,5 +186,18 @@ describe('the idling accept policy', () => {
   it('rejects bad limits', () => {
     expect(() => new Idler({ maxHeldPerServicePort: 0 })).toThrow(/maxHeldPerServicePort/);
     expect(() => new Idler({ holdTimeoutMs: -1 })).toThrow(/holdTimeoutMs/);
+  });
+});
+
+describe('the hand-over pacing', () => {
+  it('dials at most HAND_OVER_BATCH per event-loop turn, oldest first', async () => {
+    const s = setup({ maxHeldPerServicePort: 200 });
+    const all = Array.from({ length: HAND_OVER_BATCH + 10 }, () => s.arrive().c);
+    s.giveEndpoints();
+    await handedOver();
+    expect(all.filter((c) => c.proxied)).toHaveLength(HAND_OVER_BATCH);
+    expect(all.slice(0, HAND_OVER_BATCH).every((c) => c.proxied)).toBe(true);
+    await handedOver();
+    expect(all.every((c) => c.proxied)).toBe(true);
   });
 });

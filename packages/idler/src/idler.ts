@@ -13,6 +13,9 @@ import { NeedPodsSignaller } from './need-pods.js';
 import { type IdlerOptions, type ResolvedIdlerOptions, resolveIdlerOptions } from './options.js';
 import { UdpGate } from './udp-gate.js';
 
+/** Held clients handed to the dial per event-loop turn (see `Idler.#handOver`). */
+export const HAND_OVER_BATCH = 64;
+
 /** What an {@link Idler} has done since it was made, and what it holds now. */
 export interface IdlerStats {
   /** TCP clients held now, in total. */
@@ -83,6 +86,8 @@ export class Idler {
   readonly #queues = new Map<string, HoldQueue>();
   readonly #gates = new Map<string, UdpGate>();
   readonly #owner: HoldQueueOwner;
+  readonly #handOvers = new Set<HoldQueue>();
+  #handOverTurn: NodeJS.Immediate | undefined;
   #closed = false;
 
   /** @throws InvalidOptionError for a bad option. */
@@ -102,6 +107,7 @@ export class Idler {
       forget: (queue) => {
         if (this.#queues.get(queue.key) === queue) this.#queues.delete(queue.key);
       },
+      handOver: (queue) => this.#handOver(queue),
     };
   }
 
@@ -174,11 +180,38 @@ export class Idler {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#handOvers.clear();
+    clearImmediate(this.#handOverTurn);
+    this.#handOverTurn = undefined;
     for (const queue of [...this.#queues.values()]) queue.close();
     this.#queues.clear();
     for (const gate of [...this.#gates.values()]) gate.close();
     this.#gates.clear();
   }
+
+  /**
+   * Queues the hand-over of a Service port; held clients are dialled {@link HAND_OVER_BATCH} per
+   * event-loop turn across the proxy, oldest first within a port, ports in turn. Starting thousands
+   * of dials in one turn would arm their 250 ms first-attempt timers before the loop could see a
+   * single connect complete, so every first attempt would time out.
+   */
+  #handOver(queue: HoldQueue): void {
+    this.#handOvers.add(queue);
+    if (this.#handOverTurn === undefined) this.#handOverTurn = setImmediate(this.#handOverBatch);
+  }
+
+  readonly #handOverBatch = (): void => {
+    this.#handOverTurn = undefined;
+    let budget = HAND_OVER_BATCH;
+    for (const queue of [...this.#handOvers]) {
+      if (budget <= 0) break;
+      const dialled = queue.dialSome(budget);
+      budget -= dialled;
+      // Done, or stopped for want of endpoints (the next endpoints change queues it again).
+      if (queue.size === 0 || budget > 0) this.#handOvers.delete(queue);
+    }
+    if (this.#handOvers.size > 0) this.#handOverTurn = setImmediate(this.#handOverBatch);
+  };
 
   #queue(context: ProxySocketContext): HoldQueue {
     const key = `${servicePortNameString(context.servicePort)}/TCP`;
