@@ -171,7 +171,11 @@ describe('UdpProxySocket', () => {
     const warn = vi.fn();
     const logger = { ...noopLogger, warn, getSubLogger: () => ({ ...noopLogger, warn }) };
     const echo = await echoServer();
-    const { socket, info } = await proxy([echo.endpoint], { maxUdpSessions: 2, logger });
+    const { socket, info } = await proxy([echo.endpoint], {
+      maxUdpSessions: 2,
+      maxUdpSessionsPerSource: 2,
+      logger,
+    });
     const [a, b, c] = [await client(), await client(), await client()];
     for (const x of [a, b]) {
       x.send('hi', socket.addr().port, HOST);
@@ -186,6 +190,27 @@ describe('UdpProxySocket', () => {
     a.send('still works', socket.addr().port, HOST);
     expect((await a.next()).data.toString()).toBe('still works');
     await expect(c.next(200)).rejects.toThrow('no datagram');
+  });
+
+  it('gives one source address at most its share of the sessions (a quarter by default)', async () => {
+    const refused = record<RefusedMessage>(CHANNELS.refused);
+    const echo = await echoServer();
+    // 8 sessions: one source IP gets at most 2, so it cannot lock other clients out.
+    const { socket, info } = await proxy([echo.endpoint], { maxUdpSessions: 8 });
+    const port = socket.addr().port;
+    const [a, b, c] = [await client(), await client(), await client()];
+    for (const x of [a, b]) {
+      x.send('hi', port, HOST);
+      await x.next();
+    }
+    c.send('locked out', port, HOST);
+    await waitFor(() => refused.length === 1, 5_000, 'a refusal');
+    expect(refused[0]).toEqual({ service: KEY, protocol: 'UDP', reason: 'udp-session-limit' });
+    const other = await udpClient('127.1.5.9');
+    cleanup.push(() => other.close());
+    other.send('another source', port, HOST);
+    expect((await other.next()).data.toString()).toBe('another source');
+    expect(info.activeClients.size).toBe(3);
   });
 
   it('drops datagrams while the Service has no endpoints', async () => {

@@ -168,6 +168,14 @@ export class UdpProxySocket extends ListeningSocket {
       this.#refuse('udp-session-limit', `${this.#opts.maxUdpSessions} sessions open`);
       return undefined;
     }
+    const fromSource = this.#sessions.get(address)?.size ?? 0;
+    if (fromSource >= this.#opts.maxUdpSessionsPerSource) {
+      this.#refuse(
+        'udp-session-limit',
+        `${fromSource} sessions open from ${address}, its share (maxUdpSessionsPerSource)`,
+      );
+      return undefined;
+    }
     const client = joinHostPort(address, port);
     let endpoint: string;
     try {
