@@ -208,6 +208,20 @@ export class ProxierContext {
     return { remaining, timedOut: outcome === 'timeout' && remaining > 0 };
   }
 
+  /**
+   * Resets what every socket still carries (`ProxySocket.abortConnections`; sockets without it are
+   * left alone): the end of a drain whose deadline passed. A throwing socket is logged.
+   */
+  abortConnections(): void {
+    for (const socket of this.#live) {
+      try {
+        socket.abortConnections?.();
+      } catch (error) {
+        this.log.error('resetting the connections of a socket failed', error);
+      }
+    }
+  }
+
   /** Every socket still carrying connections, closed or not. */
   liveSockets(): readonly ProxySocket[] {
     return [...this.#live];

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { EndpointsChange } from '../sockets/proxy-socket.js';
 import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
@@ -119,6 +120,46 @@ describe('Proxier.mode and Proxier.drain', () => {
     await readToEnd(c);
     expect(await drained).toEqual({ remaining: 0, timedOut: false });
     expect(await h.proxier.drain(1)).toEqual({ remaining: 0, timedOut: false });
+  });
+
+  it('resets the connections still open at the deadline, so a cut stream does not look complete', async () => {
+    const { h, c } = await proxied('f');
+    const outcome = new Promise<string>((resolve) => {
+      c.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      c.on('end', () => resolve('FIN'));
+    });
+    expect(await h.proxier.drain(20)).toEqual({ remaining: 1, timedOut: true });
+    expect(await outcome).toBe('ECONNRESET');
+  });
+
+  it('counts and waits for a connection still dialling its endpoint, then resets it', async () => {
+    let dialling = 0;
+    // Never connects, like a SYN sent into a black hole.
+    const connect = (): net.Socket => {
+      dialling++;
+      return new net.Socket();
+    };
+    const ip = loopbackServiceIP();
+    const h = await start({
+      nodePortAddresses: [],
+      makeProxySocket: createProxySocketFactory({ connect, dialTimeoutsMs: [30_000] }),
+    });
+    await h.synced(() => {
+      h.proxier.onServiceAdd(
+        service('g', { clusterIP: ip, ports: [{ name: 'p', port: 8080, protocol: 'TCP' }] }),
+      );
+      h.proxier.onEndpointsAdd(endpoints('g', ['127.0.0.1'], 9));
+    });
+    const c = await connectTcp(8080, ip);
+    const outcome = new Promise<string>((resolve) => {
+      c.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      c.on('end', () => resolve('FIN'));
+    });
+    await waitFor(() => dialling === 1, 5_000, 'the dial started');
+    const began = performance.now();
+    expect(await h.proxier.drain(150)).toEqual({ remaining: 1, timedOut: true });
+    expect(performance.now() - began).toBeGreaterThanOrEqual(140);
+    expect(await outcome).toBe('ECONNRESET');
   });
 
   it('gives up at the deadline and says how many connections are still open', async () => {

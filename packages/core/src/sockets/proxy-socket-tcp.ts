@@ -27,7 +27,7 @@ import {
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
 import { isNoEndpointsError, refusalReason } from './refusal.js';
-import { TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
+import { LiveConnections, TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
 import { setListenerOptions } from './tcp-listener-options.js';
 import { adoptAcceptedSocket } from './tcp-read-path.js';
 import { ignoreError, RELAY_ONREAD, type TcpRelayOptions } from './tcp-relay.js';
@@ -81,6 +81,8 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   readonly #refusalLog = new LogLimiter();
   readonly #acceptErrorLog = new LogLimiter(1000);
   readonly #pending: net.Socket[] = [];
+  /** Every connection counted and not yet ended, for `abortConnections`. */
+  readonly #liveConnections = new LiveConnections();
   #state: 'listening' | 'paused' | 'closed' = 'listening';
   #recovering = false;
   #resumeTimer: NodeJS.Timeout | undefined;
@@ -246,6 +248,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     }
     this.connectionOpened();
     const conn = new TcpConnection(this, raw);
+    this.#liveConnections.add(conn);
     const verdict = this.#policy === PROXY_EVERY_CONNECTION ? 'proxy' : this.#verdict(conn);
     if (verdict === 'proxy') conn.dial();
     else if (verdict === 'hold') conn.hold();
@@ -292,8 +295,14 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   }
 
   /** TcpConnectionOwner: `conn` is gone. */
-  ended(_conn: TcpConnection): void {
+  ended(conn: TcpConnection): void {
+    this.#liveConnections.delete(conn);
     this.connectionClosed();
+  }
+
+  /** ProxySocket: resets every connection still carried (a drain's deadline passed). */
+  abortConnections(): void {
+    this.#liveConnections.abortAll();
   }
 
   #onDialFailed(error: unknown): void {

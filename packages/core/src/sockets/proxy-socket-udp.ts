@@ -127,6 +127,13 @@ export class UdpProxySocket extends ListeningSocket {
     this.#socket.on('message', this.#onMessage);
   }
 
+  /** ProxySocket: ends every session now (they end at `close` anyway). */
+  abortConnections(): void {
+    for (const byPort of [...this.#sessions.values()]) {
+      for (const session of [...byPort.values()]) session.close('closed');
+    }
+  }
+
   /** Ends every session and closes the socket; resolves once it is closed. */
   protected shutdown(): Promise<void> {
     for (const byPort of this.#sessions.values()) {

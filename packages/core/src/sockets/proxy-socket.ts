@@ -39,6 +39,13 @@ export interface ProxySocket {
    * polling. Optional, with `activeConnections`.
    */
   idle?(): Promise<void>;
+  /**
+   * Resets (TCP RST) every connection this socket still carries, dialling and held ones included,
+   * and ends every UDP session. `Proxier.drain` calls it on the sockets left when its deadline
+   * passes, so a stream cut by the shutdown looks cut to its client, not complete as a FIN would
+   * make it. Optional: a socket without it keeps its connections until the process exits.
+   */
+  abortConnections?(): void;
 }
 
 /** What a socket hears when the endpoints of its Service port change. */

@@ -58,6 +58,9 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
   #closeListeners: ((connection: AcceptedConnection) => void)[] | undefined;
   #address: string | undefined;
   #port = 0;
+  /** Links of the owner's {@link LiveConnections} list: two fields, no per-connection entry object. */
+  liveNext: TcpConnection | undefined;
+  livePrev: TcpConnection | undefined;
 
   constructor(owner: TcpConnectionOwner, client: net.Socket) {
     super(owner.relayOptions);
@@ -166,6 +169,26 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
     }
   }
 
+  /**
+   * Resets the connection now (a drain's deadline passed): both legs of a relayed one get an RST; a
+   * held or dialling client gets an RST and the connection is closed at once (a dial still in flight
+   * is dropped when it ends).
+   */
+  abort(): void {
+    switch (this.#state) {
+      case 'closed':
+        return;
+      case 'relaying':
+        this.destroy();
+        return;
+      default:
+        this.#release();
+        this.#early = undefined;
+        if (!this.client.destroyed) this.client.resetAndDestroy();
+        this.markClosed();
+    }
+  }
+
   onClose(listener: (connection: AcceptedConnection) => void): void {
     if (this.#state === 'closed') {
       listener(this);
@@ -242,4 +265,41 @@ function byteLength(chunks: readonly Buffer[]): number {
   let n = 0;
   for (const chunk of chunks) n += chunk.length;
   return n;
+}
+
+/**
+ * The connections a TCP socket carries, as an intrusive doubly-linked list through
+ * {@link TcpConnection.liveNext} / `livePrev`: O(1) to add and remove, and no memory per connection
+ * beyond the two fields, which matters at hundreds of thousands of idle connections. Only
+ * `abortAll` walks it.
+ */
+export class LiveConnections {
+  #head: TcpConnection | undefined;
+
+  add(conn: TcpConnection): void {
+    conn.livePrev = undefined;
+    conn.liveNext = this.#head;
+    if (this.#head !== undefined) this.#head.livePrev = conn;
+    this.#head = conn;
+  }
+
+  delete(conn: TcpConnection): void {
+    const { livePrev, liveNext } = conn;
+    if (livePrev !== undefined) livePrev.liveNext = liveNext;
+    else if (this.#head === conn) this.#head = liveNext;
+    else return;
+    if (liveNext !== undefined) liveNext.livePrev = livePrev;
+    conn.livePrev = undefined;
+    conn.liveNext = undefined;
+  }
+
+  /** Aborts every connection; those that close at once unlink themselves meanwhile. */
+  abortAll(): void {
+    let conn = this.#head;
+    while (conn !== undefined) {
+      const next = conn.liveNext;
+      conn.abort();
+      conn = next;
+    }
+  }
 }
