@@ -105,6 +105,7 @@ export class ProxierContext {
     ip: string | null,
     port: number,
     portal: PortalAddress,
+    allowedSources?: readonly string[],
   ): Promise<ServiceInfoImpl> {
     const controller = new AbortController();
     const notifier = this.notifier;
@@ -118,6 +119,7 @@ export class ProxierContext {
       signal: controller.signal,
       loadBalancer: this.lb,
       onEndpointsChanged: (listener) => notifier.subscribe(spec.name, listener, controller.signal),
+      ...(allowedSources !== undefined && allowedSources.length > 0 ? { allowedSources } : {}),
     };
     let socket: ProxySocket;
     try {

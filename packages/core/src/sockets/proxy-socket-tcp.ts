@@ -27,6 +27,7 @@ import {
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
 import { isNoEndpointsError, refusalReason } from './refusal.js';
+import { sourceRangeCheck } from './source-ranges.js';
 import { LiveConnections, TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
 import { setListenerOptions } from './tcp-listener-options.js';
 import { adoptAcceptedSocket } from './tcp-read-path.js';
@@ -81,6 +82,8 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   readonly #refusalLog = new LogLimiter();
   readonly #acceptErrorLog = new LogLimiter(1000);
   readonly #pending: net.Socket[] = [];
+  /** The context's `allowedSources`, or undefined when every client is allowed. */
+  readonly #allowed = sourceRangeCheck(this.context.allowedSources);
   /** Every connection counted and not yet ended, for `abortConnections`. */
   readonly #liveConnections = new LiveConnections();
   #state: 'listening' | 'paused' | 'closed' = 'listening';
@@ -237,6 +240,11 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     if (this.info?.isAlive() === false) {
       raw.destroy();
       void this.close();
+      return;
+    }
+    if (this.#allowed !== undefined && !this.#allowed(raw.remoteAddress)) {
+      raw.destroy();
+      this.#publishRefused('source-range');
       return;
     }
     const { maxConnections } = this.#opts;

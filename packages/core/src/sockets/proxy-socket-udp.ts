@@ -21,6 +21,7 @@ import {
 } from './proxy-socket-options.js';
 import { refusalReason } from './refusal.js';
 import { SilenceWheel } from './silence-wheel.js';
+import { sourceRangeCheck } from './source-ranges.js';
 import { UdpSession, type UdpSessionEndReason, type UdpSessionOwner } from './udp-session.js';
 
 /** The idle timeout used when a ServiceInfo carries none that is usable (the Proxier's default). */
@@ -56,6 +57,8 @@ export class UdpProxySocket extends ListeningSocket {
     dialFailed: (session, error) => this.#dialFailed(session, error),
     ended: (session, reason, error) => this.#ended(session, reason, error),
   };
+  /** The context's `allowedSources`, or undefined when every client is allowed. */
+  readonly #allowed = sourceRangeCheck(this.context.allowedSources);
   #serving: ServiceInfo | undefined;
   #wheel: SilenceWheel | undefined;
   #closed: Promise<void> | undefined;
@@ -169,6 +172,10 @@ export class UdpProxySocket extends ListeningSocket {
     if (info === undefined || this.#closed !== undefined) return undefined;
     if (!info.isAlive()) {
       void this.close();
+      return undefined;
+    }
+    if (this.#allowed !== undefined && !this.#allowed(address)) {
+      this.#refuse('source-range', `${address} is outside loadBalancerSourceRanges`);
       return undefined;
     }
     if (this.activeConnections() >= this.#opts.maxUdpSessions) {

@@ -96,6 +96,13 @@ export interface ProxySocketContext {
    * handler: do little there (mark, schedule), never block.
    */
   onEndpointsChanged(listener: EndpointsChangedListener): () => void;
+  /**
+   * CIDRs a client's address must be in (`spec.loadBalancerSourceRanges` on a load-balancer IP's
+   * listener); absent or empty, every client is allowed. The default sockets close (TCP) or drop
+   * (UDP) anyone else at accept, counted on `refused` as `source-range`. A custom socket that
+   * ignores it serves everyone.
+   */
+  readonly allowedSources?: readonly string[];
 }
 
 /**
