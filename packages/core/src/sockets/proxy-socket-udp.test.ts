@@ -41,7 +41,7 @@ async function echoServer(prefix?: string): Promise<UdpEchoServer> {
 
 async function proxy(
   endpoints: string[],
-  opts: UdpProxySocketOptions & { logger?: Logger } = {},
+  opts: UdpProxySocketOptions & { logger?: Logger; allowedSources?: string[] } = {},
   infoOverrides: { udpIdleTimeoutMs?: number } = {},
 ): Promise<{
   socket: UdpProxySocket;
@@ -50,11 +50,12 @@ async function proxy(
   loop: Promise<void>;
 }> {
   const lb = new FakeLoadBalancer({ [KEY]: endpoints });
-  const { logger, ...socketOpts } = opts;
+  const { logger, allowedSources, ...socketOpts } = opts;
   const context = contextFor('UDP', HOST, 0, {
     lb,
     servicePort: svc,
     ...(logger ? { logger } : {}),
+    ...(allowedSources ? { allowedSources } : {}),
   });
   const socket = await UdpProxySocket.open(context, socketOpts);
   cleanup.push(() => socket.close());
@@ -211,6 +212,34 @@ describe('UdpProxySocket', () => {
     other.send('another source', port, HOST);
     expect((await other.next()).data.toString()).toBe('another source');
     expect(info.activeClients.size).toBe(3);
+  });
+
+  it('drops datagrams from outside allowedSources (loadBalancerSourceRanges), counted', async () => {
+    const refused = record<RefusedMessage>(CHANNELS.refused);
+    const echo = await echoServer();
+    const { socket, info } = await proxy([echo.endpoint], { allowedSources: ['127.1.5.9/32'] });
+    const port = socket.addr().port;
+    const outsider = await client();
+    outsider.send('let me in', port, HOST);
+    await waitFor(() => refused.length === 1, 5_000, 'a refusal');
+    expect(refused[0]).toEqual({ service: KEY, protocol: 'UDP', reason: 'source-range' });
+    const allowed = await udpClient('127.1.5.9');
+    cleanup.push(() => allowed.close());
+    allowed.send('hello', port, HOST);
+    expect((await allowed.next()).data.toString()).toBe('hello');
+    expect(info.activeClients.size).toBe(1);
+  });
+
+  it('ends every session on abortConnections', async () => {
+    const echo = await echoServer();
+    const { socket, info } = await proxy([echo.endpoint]);
+    const c = await client();
+    c.send('hi', socket.addr().port, HOST);
+    await c.next();
+    expect(socket.sessionCount).toBe(1);
+    socket.abortConnections();
+    expect(socket.sessionCount).toBe(0);
+    expect(info.activeClients.size).toBe(0);
   });
 
   it('drops datagrams while the Service has no endpoints', async () => {
