@@ -27,8 +27,7 @@ import {
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
 import { isNoEndpointsError, refusalReason } from './refusal.js';
-import { sourceRangeCheck } from './source-ranges.js';
-import { LiveConnections, TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
+import { TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
 import { setListenerOptions } from './tcp-listener-options.js';
 import { adoptAcceptedSocket } from './tcp-read-path.js';
 import { ignoreError, RELAY_ONREAD, type TcpRelayOptions } from './tcp-relay.js';
@@ -82,10 +81,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   readonly #refusalLog = new LogLimiter();
   readonly #acceptErrorLog = new LogLimiter(1000);
   readonly #pending: net.Socket[] = [];
-  /** The context's `allowedSources`, or undefined when every client is allowed. */
-  readonly #allowed = sourceRangeCheck(this.context.allowedSources);
-  /** Every connection counted and not yet ended, for `abortConnections`. */
-  readonly #liveConnections = new LiveConnections();
   #state: 'listening' | 'paused' | 'closed' = 'listening';
   #recovering = false;
   #resumeTimer: NodeJS.Timeout | undefined;
@@ -242,11 +237,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       void this.close();
       return;
     }
-    if (this.#allowed !== undefined && !this.#allowed(raw.remoteAddress)) {
-      raw.destroy();
-      this.#publishRefused('source-range');
-      return;
-    }
+    if (!this.admitted(raw.remoteAddress)) return void raw.destroy();
     const { maxConnections } = this.#opts;
     if (maxConnections > 0 && this.activeConnections() >= maxConnections) {
       raw.destroy();
@@ -256,7 +247,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     }
     this.connectionOpened();
     const conn = new TcpConnection(this, raw);
-    this.#liveConnections.add(conn);
     const verdict = this.#policy === PROXY_EVERY_CONNECTION ? 'proxy' : this.#verdict(conn);
     if (verdict === 'proxy') conn.dial();
     else if (verdict === 'hold') conn.hold();
@@ -303,14 +293,8 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   }
 
   /** TcpConnectionOwner: `conn` is gone. */
-  ended(conn: TcpConnection): void {
-    this.#liveConnections.delete(conn);
+  ended(_conn: TcpConnection): void {
     this.connectionClosed();
-  }
-
-  /** ProxySocket: resets every connection still carried (a drain's deadline passed). */
-  abortConnections(): void {
-    this.#liveConnections.abortAll();
   }
 
   #onDialFailed(error: unknown): void {

@@ -21,7 +21,6 @@ import {
 } from './proxy-socket-options.js';
 import { refusalReason } from './refusal.js';
 import { SilenceWheel } from './silence-wheel.js';
-import { sourceRangeCheck } from './source-ranges.js';
 import { UdpSession, type UdpSessionEndReason, type UdpSessionOwner } from './udp-session.js';
 
 /** The idle timeout used when a ServiceInfo carries none that is usable (the Proxier's default). */
@@ -57,8 +56,6 @@ export class UdpProxySocket extends ListeningSocket {
     dialFailed: (session, error) => this.#dialFailed(session, error),
     ended: (session, reason, error) => this.#ended(session, reason, error),
   };
-  /** The context's `allowedSources`, or undefined when every client is allowed. */
-  readonly #allowed = sourceRangeCheck(this.context.allowedSources);
   #serving: ServiceInfo | undefined;
   #wheel: SilenceWheel | undefined;
   #closed: Promise<void> | undefined;
@@ -131,7 +128,7 @@ export class UdpProxySocket extends ListeningSocket {
   }
 
   /** ProxySocket: ends every session now (they end at `close` anyway). */
-  abortConnections(): void {
+  override abortConnections(): void {
     for (const byPort of [...this.#sessions.values()]) {
       for (const session of [...byPort.values()]) session.close('closed');
     }
@@ -174,10 +171,7 @@ export class UdpProxySocket extends ListeningSocket {
       void this.close();
       return undefined;
     }
-    if (this.#allowed !== undefined && !this.#allowed(address)) {
-      this.#refuse('source-range', `${address} is outside loadBalancerSourceRanges`);
-      return undefined;
-    }
+    if (!this.admitted(address)) return undefined;
     if (this.activeConnections() >= this.#opts.maxUdpSessions) {
       this.#refuse('udp-session-limit', `${this.#opts.maxUdpSessions} sessions open`);
       return undefined;

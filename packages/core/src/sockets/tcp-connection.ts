@@ -5,6 +5,7 @@ import type { Addr } from '../model/model.js';
 import { joinHostPort, type ServicePortName } from '../model/service-port-name.js';
 import type { AcceptedConnection, AcceptedConnectionState } from './accept-policy.js';
 import { type DialClient, type DialOptions, dialEndpoints } from './dial-endpoints.js';
+import type { LiveConnections, LiveLink } from './live-connections.js';
 import { connectForRelay, ignoreError, TcpRelay, type TcpRelayOptions } from './tcp-relay.js';
 
 /** The default TCP socket as its connections see it: what they share, and whom they report to. */
@@ -26,6 +27,8 @@ export interface TcpConnectionOwner {
   refused(conn: TcpConnection, detail: string): void;
   /** `conn` has closed for good (called once per connection the owner counted). */
   ended(conn: TcpConnection): void;
+  /** The owner's live connections: a connection links itself in when made, out when closed. */
+  readonly live: LiveConnections<TcpConnection>;
 }
 
 /** The bytes and state of a held client. */
@@ -44,7 +47,10 @@ interface Held {
  * address is read from the socket only when someone asks (a round-robin balancer without ClientIP
  * affinity never does: a getpeername(2) saved per connection).
  */
-export class TcpConnection extends TcpRelay implements Addr, DialClient, AcceptedConnection {
+export class TcpConnection
+  extends TcpRelay
+  implements Addr, DialClient, AcceptedConnection, LiveLink<TcpConnection>
+{
   readonly owner: TcpConnectionOwner;
   readonly acceptedAt = performance.now();
   /** The client socket: the accepted one, or the one that took over its handle. */
@@ -58,7 +64,7 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
   #closeListeners: ((connection: AcceptedConnection) => void)[] | undefined;
   #address: string | undefined;
   #port = 0;
-  /** Links of the owner's {@link LiveConnections} list: two fields, no per-connection entry object. */
+  /** Links of the owner's live list: two fields, no per-connection entry object. */
   liveNext: TcpConnection | undefined;
   livePrev: TcpConnection | undefined;
 
@@ -66,6 +72,7 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
     super(owner.relayOptions);
     this.owner = owner;
     this.client = client;
+    owner.live.add(this);
   }
 
   get state(): AcceptedConnectionState {
@@ -236,6 +243,7 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
   markClosed(): void {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
+    this.owner.live.delete(this);
     this.owner.ended(this);
     const listeners = this.#closeListeners;
     this.#closeListeners = undefined;
@@ -265,41 +273,4 @@ function byteLength(chunks: readonly Buffer[]): number {
   let n = 0;
   for (const chunk of chunks) n += chunk.length;
   return n;
-}
-
-/**
- * The connections a TCP socket carries, as an intrusive doubly-linked list through
- * {@link TcpConnection.liveNext} / `livePrev`: O(1) to add and remove, and no memory per connection
- * beyond the two fields, which matters at hundreds of thousands of idle connections. Only
- * `abortAll` walks it.
- */
-export class LiveConnections {
-  #head: TcpConnection | undefined;
-
-  add(conn: TcpConnection): void {
-    conn.livePrev = undefined;
-    conn.liveNext = this.#head;
-    if (this.#head !== undefined) this.#head.livePrev = conn;
-    this.#head = conn;
-  }
-
-  delete(conn: TcpConnection): void {
-    const { livePrev, liveNext } = conn;
-    if (livePrev !== undefined) livePrev.liveNext = liveNext;
-    else if (this.#head === conn) this.#head = liveNext;
-    else return;
-    if (liveNext !== undefined) liveNext.livePrev = livePrev;
-    conn.livePrev = undefined;
-    conn.liveNext = undefined;
-  }
-
-  /** Aborts every connection; those that close at once unlink themselves meanwhile. */
-  abortAll(): void {
-    let conn = this.#head;
-    while (conn !== undefined) {
-      const next = conn.liveNext;
-      conn.abort();
-      conn = next;
-    }
-  }
 }
