@@ -79,6 +79,7 @@ export interface RefusedMessage extends ServiceLabels {
     | 'dial-failed'
     | 'connection-limit'
     | 'udp-session-limit'
+    | 'source-range'
     | 'policy'
     | 'other';
   /** For `policy`: the reason the accept policy gave (an idler's `hold-timeout`, say). */

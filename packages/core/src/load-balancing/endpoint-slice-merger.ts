@@ -1,7 +1,7 @@
 import type { EndpointSliceHandler, EndpointsHandler } from '../config/handlers.js';
 import { componentLogger, type Logger } from '../logger.js';
 import { type EndpointSlice, type Endpoints, SERVICE_NAME_LABEL } from '../model/model.js';
-import { tryObjectKey, tryObjectName } from '../model/object-key.js';
+import { DEFAULT_NAMESPACE, tryObjectKey, tryObjectName } from '../model/object-key.js';
 import {
   listsOf,
   mergeSlices,
@@ -87,6 +87,32 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
    */
   endpointsFor(namespace: string, name: string): Endpoints | undefined {
     return this.#services.get(`${namespace}/${name}`)?.delivered;
+  }
+
+  /**
+   * The Services that a set of objects gives both an Endpoints object and at least one EndpointSlice,
+   * as "ns/name" keys in first-seen order: what a manifest must not do (docs/api.md). The Proxier
+   * copes (slices win, see EndpointsIntake), but a manifest naming both is ambiguous, so the daemon
+   * rejects it with one message per Service. Objects without a readable name or Service label are
+   * skipped (validation reports those).
+   */
+  static servicesWithBothSources(
+    endpoints: readonly Endpoints[],
+    slices: readonly EndpointSlice[],
+  ): string[] {
+    const legacy = new Set<string>();
+    for (const e of endpoints) {
+      const key = tryObjectKey(e);
+      if (key !== undefined) legacy.add(key);
+    }
+    const both = new Set<string>();
+    for (const s of slices) {
+      const service = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+      if (typeof service !== 'string') continue;
+      const key = `${s.metadata.namespace || DEFAULT_NAMESPACE}/${service}`;
+      if (legacy.has(key)) both.add(key);
+    }
+    return [...both];
   }
 
   #upsert(slice: EndpointSlice): void {

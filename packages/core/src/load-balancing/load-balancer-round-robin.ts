@@ -6,6 +6,12 @@ import { type ServicePortName, servicePortNameString } from '../model/service-po
 import { buildPortsToEndpointsMap } from './endpoints-map.js';
 import type { AffinityType, LoadBalancer } from './load-balancer.js';
 import { BalancerState } from './load-balancer-state.js';
+import {
+  type OutlierEjectionOptions,
+  type OutlierSettings,
+  OutlierTracker,
+  outlierSettings,
+} from './outlier-ejection.js';
 import type { RandomSource } from './random.js';
 
 /**
@@ -26,6 +32,12 @@ export interface RoundRobinLoadBalancerOptions {
   now?: () => number;
   /** ClientIP affinity records kept per Service port. Default {@link DEFAULT_MAX_AFFINITY_RECORDS}. */
   maxAffinityRecords?: number;
+  /**
+   * Passive outlier ejection: endpoints that fail consecutive dials leave the rotation for a growing
+   * back-off. Default DEFAULT_OUTLIER_EJECTION (3 failures, 1 s doubling to 60 s, at most 50 % of a
+   * port's endpoints); `{ consecutiveFailures: 0 }` turns it off.
+   */
+  outlierEjection?: OutlierEjectionOptions;
   /** tslog-compatible; default silent. */
   logger?: Logger;
 }
@@ -61,6 +73,7 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
   readonly #random: RandomSource;
   readonly #now: () => number;
   readonly #maxAffinity: number;
+  readonly #outliers: OutlierSettings;
   readonly #log: Logger;
   /** Keyed by servicePortNameString. */
   readonly #states = new Map<string, BalancerState>();
@@ -85,6 +98,7 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
     this.#random = options.random ?? Math.random;
     this.#now = options.now ?? (() => performance.now());
     this.#maxAffinity = max;
+    this.#outliers = outlierSettings(options.outlierEjection);
     this.#log = componentLogger(options.logger, 'load-balancer');
   }
 
@@ -104,9 +118,45 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
     if (state.endpoints.length === 0) {
       throw new MissingEndpointsError(servicePortNameString(svcPort));
     }
-    if (!state.sticky) return state.next();
+    if (!state.sticky) {
+      return state.needsPick() ? state.pick(this.#now(), sessionAffinityReset) : state.next();
+    }
     const now = this.#now();
     return state.nextSticky(srcAddr, now, sessionAffinityReset, this.#maxAffinity, this.#onLimit);
+  }
+
+  /**
+   * Takes one dial attempt's outcome (the dialer reports each): a failure counts towards ejecting
+   * the endpoint and makes the retry that follows take the next endpoint without using up another
+   * client's slot; a success clears the endpoint's record. Unknown ports and endpoints are ignored.
+   * Costs one cached lookup when nothing ever failed.
+   */
+  reportDialResult(svcPort: ServicePortName, endpoint: string, ok: boolean): void {
+    const state = this.#lookup(svcPort);
+    if (state === undefined) return;
+    if (ok) {
+      state.outliers?.report(endpoint, true, 0, 0);
+      return;
+    }
+    state.failed = endpoint;
+    if (this.#outliers.consecutiveFailures === 0) return;
+    if (state.outliers === undefined) state.outliers = new OutlierTracker(this.#outliers);
+    const now = this.#now();
+    const wasEjected = state.outliers.isEjected(endpoint, now);
+    state.outliers.report(endpoint, false, now, state.endpoints.length);
+    if (!wasEjected && state.outliers.isEjected(endpoint, now)) {
+      this.#log.info(
+        `endpoint ${endpoint} of ${servicePortNameString(svcPort)} ejected after failed dials`,
+      );
+    }
+  }
+
+  /**
+   * The port's endpoints out of the rotation now (outlier ejection), for status pages and tests;
+   * empty when none or the port is unknown.
+   */
+  ejectedEndpoints(svcPort: ServicePortName): string[] {
+    return this.#lookup(svcPort)?.outliers?.ejected(this.#now()) ?? [];
   }
 
   /**

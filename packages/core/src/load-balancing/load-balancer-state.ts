@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { MalformedSourceAddressError } from '../errors.js';
 import type { Addr } from '../model/model.js';
 import type { AffinityType } from './load-balancer.js';
+import type { OutlierTracker } from './outlier-ejection.js';
 import { type RandomSource, shuffled } from './random.js';
 
 /**
@@ -37,6 +38,13 @@ export class BalancerState {
   live = true;
   /** Whether the record limit was reported since the records last fell below it. */
   warnedLimit = false;
+  /** Dial failures and ejections; created on the first reported failure. */
+  outliers: OutlierTracker | undefined;
+  /**
+   * The endpoint whose failed dial was reported last. The dialer reports a failure and asks for its
+   * retry's endpoint in the same synchronous step, so the next pick with `reset` is that retry.
+   */
+  failed: string | undefined;
 
   constructor(affinityType: AffinityType, ttlSeconds: number) {
     this.affinityType = affinityType;
@@ -49,6 +57,41 @@ export class BalancerState {
     const i = this.index;
     this.index = i + 1 === this.endpoints.length ? 0 : i + 1;
     return this.endpoints[i] as string;
+  }
+
+  /**
+   * The next endpoint when failures were reported: ejected endpoints are skipped (unless every one
+   * is, which the ejection cap prevents), and a retry right after a reported failure (`retry`)
+   * takes the next endpoint other than the failed one *without* advancing the rotation, so a failed
+   * attempt does not also use up the next client's slot.
+   */
+  pick(now: number, retry: boolean): string {
+    const failed = this.failed;
+    this.failed = undefined;
+    const outliers = this.outliers?.active(now) ? this.outliers : undefined;
+    const list = this.endpoints;
+    const n = list.length;
+    if (retry && failed !== undefined) {
+      for (let k = 0; k < n; k++) {
+        const endpoint = list[(this.index + k) % n] as string;
+        if (endpoint !== failed && !outliers?.isEjected(endpoint, now)) return endpoint;
+      }
+    }
+    if (outliers === undefined) return this.next();
+    for (let k = 0; k < n; k++) {
+      const i = (this.index + k) % n;
+      const endpoint = list[i] as string;
+      if (!outliers.isEjected(endpoint, now)) {
+        this.index = i + 1 === n ? 0 : i + 1;
+        return endpoint;
+      }
+    }
+    return this.next();
+  }
+
+  /** Whether a pick must go through {@link pick} rather than the plain rotation. */
+  needsPick(): boolean {
+    return this.outliers !== undefined || this.failed !== undefined;
   }
 
   /**
@@ -69,11 +112,16 @@ export class BalancerState {
     const record = this.affinity.get(ip);
     // Only validated addresses become keys, so a hit needs no parsing.
     if (record === undefined && isIP(ip) === 0) throw new MalformedSourceAddressError(ip);
-    if (record !== undefined && !reset && !this.#expired(record, now)) {
+    if (
+      record !== undefined &&
+      !reset &&
+      !this.#expired(record, now) &&
+      !this.outliers?.isEjected(record.endpoint, now)
+    ) {
       record.lastUsed = now;
       return record.endpoint;
     }
-    const endpoint = this.next();
+    const endpoint = this.needsPick() ? this.pick(now, reset) : this.next();
     if (record !== undefined) {
       // Re-inserted so that the Map's order stays the order of last assignment.
       record.endpoint = endpoint;
@@ -113,6 +161,7 @@ export class BalancerState {
     }
     this.endpoints = Object.freeze(shuffled(list, random));
     this.index = 0;
+    this.outliers?.retain(new Set(list));
     return true;
   }
 
@@ -121,6 +170,8 @@ export class BalancerState {
     this.endpoints = EMPTY;
     this.index = 0;
     this.affinity.clear();
+    this.outliers = undefined;
+    this.failed = undefined;
   }
 
   /** Drops records at or past the TTL (whole seconds, as the reference). */

@@ -32,4 +32,13 @@ export interface LoadBalancer extends EndpointsHandler {
   cleanupStaleStickySessions(svcPort: ServicePortName): void;
   /** True when the Service port is known and has at least one endpoint. */
   serviceHasEndpoints(svcPort: ServicePortName): boolean;
+  /**
+   * Optional: the outcome of one dial attempt to `endpoint` (an "ip:port" this balancer returned),
+   * reported by the TCP dialer after each attempt: `ok` false on a refusal, reset or timeout (not on
+   * this host running out of descriptors, nor on a dial aborted by the proxy), true on connect. A
+   * failure is reported just before the retry's `nextEndpoint` call, in the same synchronous step.
+   * What a balancer does with it is its own choice: the round-robin one ejects endpoints that keep
+   * failing (passive outlier ejection) and keeps the rotation fair across retries. Must not throw.
+   */
+  reportDialResult?(svcPort: ServicePortName, endpoint: string, ok: boolean): void;
 }

@@ -33,7 +33,9 @@ const MAX_QUOTED = 64;
 
 /** A DNS-1123 label: what Kubernetes allows for namespaces and port names. */
 export const DNS1123_LABEL = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
+/** A DNS-1123 subdomain: what Kubernetes allows for object names and FQDN endpoints. */
+export const DNS1123_SUBDOMAIN =
+  /^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$/;
 
 /** Kind of every copy a validator returned, so a consumer downstream can skip a second check. */
 const validatedKinds = new WeakMap<object, string>();
@@ -169,12 +171,74 @@ export function recordField(rec: Rec, field: string, path: string, p: Problems):
   return copy;
 }
 
-/** Records a problem when `rec[field]` is present and not a string. */
-export function checkString(rec: Rec, field: string, path: string, p: Problems): void {
+/**
+ * The longest string accepted in a free-form field (uid, resourceVersion, hostnames, node names):
+ * the API's longest name, so a megabyte string is refused before anything copies or logs it.
+ */
+export const MAX_FIELD_LENGTH = 253;
+
+/** Records a problem when `rec[field]` is present and not a string of at most `max` characters. */
+export function checkString(
+  rec: Rec,
+  field: string,
+  path: string,
+  p: Problems,
+  max = MAX_FIELD_LENGTH,
+): void {
   const value = rec[field];
-  if (!absent(value) && typeof value !== 'string') {
+  if (absent(value)) return;
+  if (typeof value !== 'string') {
     p.add(at(path, field), `must be a string, got ${describe(value)}`);
+  } else if (value.length > max) {
+    p.add(at(path, field), `must be at most ${max} characters, got ${value.length}`);
   }
+}
+
+/** Records a problem when `rec[field]` is present and not a boolean. */
+export function checkBoolean(rec: Rec, field: string, path: string, p: Problems): void {
+  const value = rec[field];
+  if (!absent(value) && typeof value !== 'boolean') {
+    p.add(at(path, field), `must be true or false, got ${describe(value)}`);
+  }
+}
+
+/**
+ * Checks a port name: "" (only when it is the one port of its list), else a DNS-1123 label of at most
+ * 63 characters, unique in its list (`names` collects them). The API's rule for Services, Endpoints
+ * and EndpointSlices alike.
+ */
+export function checkPortName(
+  value: unknown,
+  path: string,
+  single: boolean,
+  names: Set<string>,
+  p: Problems,
+): void {
+  const name = absent(value) ? '' : value;
+  if (typeof name !== 'string') {
+    p.add(path, `must be a string, got ${describe(name)}`);
+  } else if (name === '') {
+    if (!single) p.add(path, 'must be non-empty when there is more than one port');
+  } else if (name.length > 63 || !DNS1123_LABEL.test(name)) {
+    p.add(
+      path,
+      `must be a DNS-1123 label (lower-case alphanumerics and "-"), got ${describe(name)}`,
+    );
+  } else if (names.has(name)) {
+    p.add(path, `duplicate port name ${describe(name)}; port names must be unique`);
+  } else {
+    names.add(name);
+  }
+}
+
+/** Records a problem when an array copied from `path` holds more than `max` entries. */
+export function checkCount(
+  items: readonly unknown[],
+  path: string,
+  max: number,
+  p: Problems,
+): void {
+  if (items.length > max) p.add(path, `must have at most ${max} entries, got ${items.length}`);
 }
 
 /** Records a problem when `rec[field]` is present and not one of `allowed`. */
@@ -204,13 +268,36 @@ export function checkInteger(
   }
 }
 
-/** Copies a Record<string, string> held in `rec[field]` (labels, annotations). */
-function stringMap(rec: Rec, field: string, path: string, p: Problems): void {
+/** The API's bounds: a label key (prefix/name) and value, and all annotations of an object. */
+const MAX_LABEL_KEY = 317;
+const MAX_LABEL_VALUE = 63;
+const MAX_ANNOTATIONS_TOTAL = 256 * 1024;
+
+/**
+ * Copies a Record<string, string> held in `rec[field]` (labels, annotations), bounded as the API
+ * bounds them: labels a key of at most 317 characters and a value of at most 63; annotations at most
+ * 256 KiB of keys and values together.
+ */
+function stringMap(rec: Rec, field: string, path: string, p: Problems, labels: boolean): void {
   const copy = recordField(rec, field, path, p);
   if (!copy) return;
+  let total = 0;
   for (const [k, v] of Object.entries(copy)) {
-    if (typeof v !== 'string')
-      p.add(`${at(path, field)}[${JSON.stringify(k)}]`, `must be a string, got ${describe(v)}`);
+    const where = `${at(path, field)}[${describe(k)}]`;
+    if (typeof v !== 'string') {
+      p.add(where, `must be a string, got ${describe(v)}`);
+      continue;
+    }
+    total += k.length + v.length;
+    if (labels && (k.length > MAX_LABEL_KEY || v.length > MAX_LABEL_VALUE)) {
+      p.add(
+        where,
+        `must have a key of at most ${MAX_LABEL_KEY} and a value of at most ${MAX_LABEL_VALUE} characters`,
+      );
+    }
+  }
+  if (!labels && total > MAX_ANNOTATIONS_TOTAL) {
+    p.add(at(path, field), `must total at most ${MAX_ANNOTATIONS_TOTAL} characters, got ${total}`);
   }
 }
 
@@ -242,8 +329,8 @@ function checkMetadata(obj: Rec, p: Problems): Rec | undefined {
   }
   checkString(meta, 'uid', 'metadata', p);
   checkString(meta, 'resourceVersion', 'metadata', p);
-  stringMap(meta, 'labels', 'metadata', p);
-  stringMap(meta, 'annotations', 'metadata', p);
+  stringMap(meta, 'labels', 'metadata', p, true);
+  stringMap(meta, 'annotations', 'metadata', p, false);
   return meta;
 }
 

@@ -181,7 +181,7 @@ describe('validateService', () => {
     [
       'unnamed port among several',
       { ports: [{ port: 80, name: 'a' }, { port: 81 }] },
-      'spec.ports[1].name: must be non-empty when a Service has more than one port',
+      'spec.ports[1].name: must be non-empty when there is more than one port',
     ],
     [
       'duplicate port names',
@@ -237,7 +237,7 @@ describe('validateService', () => {
     [
       'source ranges not strings',
       { loadBalancerSourceRanges: [1] },
-      'spec.loadBalancerSourceRanges[0]: must be a string',
+      'spec.loadBalancerSourceRanges[0]: must be an IP CIDR, got 1',
     ],
   ])('rejects spec problems: %s', (_title, spec, expected) => {
     expect(reasonOf(validateService(service(spec)))).toContain(expected);
@@ -427,11 +427,13 @@ describe('validateEndpoints', () => {
     expect(validateEndpoints(endpoints(null)).ok).toBe(true);
   });
 
-  it('leaves bad leaves to the endpoint-list builder', () => {
+  it('refuses bad leaves with their field paths, as the API server does', () => {
     const r = validateEndpoints(
       endpoints([{ addresses: [{ ip: '' }, { ip: 5 }], ports: [{ port: -1 }] }]),
     );
-    expect(r.ok).toBe(true);
+    expect(reasonOf(r)).toBe(
+      'subsets[0].addresses[0].ip: must be an IP address, got ""; subsets[0].addresses[1].ip: must be an IP address, got 5; subsets[0].ports[0].port: must be an integer between 1 and 65535, got -1',
+    );
   });
 
   it('copies subsets, never sharing arrays with the input', () => {

@@ -7,12 +7,15 @@ import { SERVICE_NAME_LABEL } from './model.js';
 import {
   absent,
   at,
+  checkBoolean,
+  checkCount,
   checkInteger,
   checkOneOf,
+  checkPortName,
   checkString,
   copyArray,
   copyRecord,
-  DNS1123_LABEL,
+  DNS1123_SUBDOMAIN,
   describe,
   type Problems,
   type Rec,
@@ -37,15 +40,71 @@ import {
 export type { ValidateOptions, ValidationResult } from './validation-support.js';
 
 /**
- * Addresses no Service may use: the unspecified address (a listener on it takes the port on every
- * address of the host) and multicast (never a unicast destination). The API server refuses them for
- * external IPs; the proxy refuses them for every Service IP, whatever the source.
+ * Addresses no Service or endpoint may use: the unspecified address (a listener on it takes the port
+ * on every address of the host), multicast and the IPv4 limited broadcast (never a unicast
+ * destination; a listener on 255.255.255.255 would be a trap). The API server refuses them for
+ * external IPs and endpoints; the proxy refuses them for every Service IP and endpoint, whatever the
+ * source. Loopback stays allowed (unlike the API server's endpoint check): a standalone proxy's
+ * backends are often local.
  */
 const NOT_A_SERVICE_IP = new BlockList();
 NOT_A_SERVICE_IP.addAddress('0.0.0.0', 'ipv4');
 NOT_A_SERVICE_IP.addSubnet('224.0.0.0', 4, 'ipv4');
+NOT_A_SERVICE_IP.addAddress('255.255.255.255', 'ipv4');
 NOT_A_SERVICE_IP.addAddress('::', 'ipv6');
 NOT_A_SERVICE_IP.addSubnet('ff00::', 8, 'ipv6');
+
+/** The longest IP literal: an IPv6 address with an embedded IPv4 part. */
+const MAX_IP_LENGTH = 45;
+
+/**
+ * Checks an endpoint address: an IP literal of `family` (4, 6, or 0 for either), without a zone,
+ * neither unspecified, multicast nor broadcast. Long strings are refused before any parsing.
+ */
+function checkEndpointIP(value: unknown, family: 0 | 4 | 6, path: string, p: Problems): void {
+  const found =
+    typeof value === 'string' && value.length <= MAX_IP_LENGTH && !value.includes('%')
+      ? isIP(value)
+      : 0;
+  const wanted = family === 0 ? 'an IP address' : `an IPv${family} address`;
+  if (found === 0 || (family !== 0 && found !== family)) {
+    p.add(path, `must be ${wanted}, got ${describe(value)}`);
+  } else if (NOT_A_SERVICE_IP.check(value as string, found === 4 ? 'ipv4' : 'ipv6')) {
+    p.add(
+      path,
+      `must be a unicast address (not unspecified, multicast or broadcast), got ${describe(value)}`,
+    );
+  }
+}
+
+/**
+ * The API's IANA_SVC_NAME, what a named `targetPort` must be: at most 15 lower-case alphanumerics
+ * and "-", at least one letter, no "-" at either end or twice in a row.
+ */
+const IANA_SVC_NAME = /^(?=.*[a-z])[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$|^[a-z]$/;
+
+/** Checks `targetPort`: an integer 1..65535 or an IANA service name (a container port's name). */
+function checkTargetPort(value: unknown, path: string, p: Problems): void {
+  if (absent(value)) return;
+  if (typeof value === 'number') {
+    checkInteger(value, path, 1, 65_535, p);
+  } else if (typeof value !== 'string' || value.length > 15 || !IANA_SVC_NAME.test(value)) {
+    p.add(
+      path,
+      `must be an integer between 1 and 65535 or a port name (at most 15 lower-case alphanumerics and "-"), got ${describe(value)}`,
+    );
+  }
+}
+
+/** Whether `text` (spaces around it allowed, as kube-proxy trims them) is an IP CIDR. */
+function isCidr(text: string): boolean {
+  const trimmed = text.trim();
+  const slash = trimmed.indexOf('/');
+  if (slash < 0 || trimmed.length > MAX_IP_LENGTH + 4) return false;
+  const family = isIP(trimmed.slice(0, slash));
+  const prefix = trimmed.slice(slash + 1);
+  return family !== 0 && /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
 
 /**
  * Checks an address a Service is reached on: an IP literal as node:net reads it, without an IPv6 zone
@@ -110,28 +169,28 @@ function checkServicePorts(spec: Rec, p: Problems): void {
   const ports = recordsField(spec, 'ports', 'spec', p);
   if (!ports) return;
   const names = new Set<string>();
+  /** "port/PROTO" and "nodePort/PROTO" seen: the API refuses two ports that would share a socket. */
+  const taken = new Set<string>();
+  const once = (key: string, path: string, what: string) => {
+    if (taken.has(key)) p.add(path, `duplicate ${what}; each must be unique per protocol`);
+    taken.add(key);
+  };
   ports.forEach((port, i) => {
     const path = `spec.ports[${i}]`;
     checkInteger(port.port, `${path}.port`, 1, 65_535, p);
     if (absent(port.protocol)) port.protocol = 'TCP';
     else checkOneOf(port, 'protocol', path, PROTOCOLS, p);
     if (!absent(port.nodePort)) checkInteger(port.nodePort, `${path}.nodePort`, 0, 65_535, p);
-    const name = absent(port.name) ? '' : port.name;
-    if (typeof name !== 'string') {
-      p.add(`${path}.name`, `must be a string, got ${describe(name)}`);
-    } else if (name === '') {
-      if (ports.length > 1)
-        p.add(`${path}.name`, 'must be non-empty when a Service has more than one port');
-    } else if (name.length > 63 || !DNS1123_LABEL.test(name)) {
-      p.add(
-        `${path}.name`,
-        `must be a DNS-1123 label (lower-case alphanumerics and "-"), got ${describe(name)}`,
+    checkTargetPort(port.targetPort, `${path}.targetPort`, p);
+    if (typeof port.port === 'number')
+      once(`${port.port}/${port.protocol}`, path, `port ${port.port}/${port.protocol}`);
+    if (typeof port.nodePort === 'number' && port.nodePort !== 0)
+      once(
+        `node ${port.nodePort}/${port.protocol}`,
+        `${path}.nodePort`,
+        `node port ${port.nodePort}/${port.protocol}`,
       );
-    } else if (names.has(name)) {
-      p.add(`${path}.name`, `duplicate port name ${describe(name)}; port names must be unique`);
-    } else {
-      names.add(name);
-    }
+    checkPortName(port.name, `${path}.name`, ports.length === 1, names, p);
   });
 }
 
@@ -160,8 +219,8 @@ function checkServiceSpec(obj: Rec, p: Problems): void {
     if (ranges) {
       spec.loadBalancerSourceRanges = ranges;
       ranges.forEach((r, i) => {
-        if (typeof r !== 'string')
-          p.add(`spec.loadBalancerSourceRanges[${i}]`, `must be a string, got ${describe(r)}`);
+        if (typeof r !== 'string' || !isCidr(r))
+          p.add(`spec.loadBalancerSourceRanges[${i}]`, `must be an IP CIDR, got ${describe(r)}`);
       });
     }
   }
@@ -181,38 +240,87 @@ function checkServiceStatus(obj: Rec, p: Problems): void {
  * Checks a Service: metadata (name, namespace defaulted to "default", labels and annotations string
  * maps), `spec` (type, clusterIP "" / "None" / an IP, clusterIPs, ports: integer port 1..65535,
  * protocol TCP/UDP/SCTP defaulted to TCP, nodePort 0..65535, names DNS labels, non-empty and unique
- * when there is more than one port; externalIPs; sessionAffinity None/ClientIP; timeoutSeconds
- * 1..86400) and `status.loadBalancer.ingress[].ip`. Service IPs may be neither the unspecified
- * address nor multicast. `targetPort` is not checked: the proxy never reads it (endpoints carry the
- * port).
+ * when there is more than one port, no port or node port twice per protocol; targetPort 1..65535 or
+ * a port name, checked although the proxy never reads it, so a manifest fails as the API server
+ * would fail it; externalIPs; sessionAffinity None/ClientIP; timeoutSeconds 1..86400;
+ * loadBalancerSourceRanges CIDRs) and `status.loadBalancer.ingress[].ip`. Service IPs may be neither
+ * the unspecified address, multicast nor the IPv4 broadcast address.
  */
 export const validateService = validator<Service>('Service', (copy, _meta, p) => {
   checkServiceSpec(copy, p);
   checkServiceStatus(copy, p);
 });
 
+/** The API's bounds on one EndpointSlice. */
+const MAX_SLICE_ENDPOINTS = 1000;
+const MAX_ENDPOINT_ADDRESSES = 100;
+const MAX_SLICE_PORTS = 20_000;
+
+/** Checks the ports of an Endpoints subset or an EndpointSlice: number, protocol, name. */
+function checkEndpointPorts(ports: Rec[], path: string, p: Problems): void {
+  const names = new Set<string>();
+  ports.forEach((port, i) => {
+    const at = `${path}[${i}]`;
+    checkInteger(port.port, `${at}.port`, 1, 65_535, p);
+    checkOneOf(port, 'protocol', at, PROTOCOLS, p);
+    checkPortName(port.name, `${at}.name`, ports.length === 1, names, p);
+    checkString(port, 'appProtocol', at, p);
+  });
+}
+
+/** Checks legacy Endpoints addresses: `ip` an IP, `hostname` a DNS label, `nodeName` bounded. */
+function checkEndpointAddresses(addresses: Rec[] | undefined, path: string, p: Problems): void {
+  addresses?.forEach((address, i) => {
+    const at = `${path}[${i}]`;
+    checkEndpointIP(address.ip, 0, `${at}.ip`, p);
+    checkString(address, 'hostname', at, p, 63);
+    checkString(address, 'nodeName', at, p);
+  });
+}
+
 /**
- * Checks legacy Endpoints: metadata, and the shape of `subsets` (an array of objects whose
- * `addresses`, `notReadyAddresses` and `ports` are arrays of objects). Leaves are not checked: an
- * address without a usable IP or a port that is not positive is skipped per entry when endpoint lists
- * are built, so one bad address never takes the others down.
+ * Checks legacy Endpoints as the API server does: metadata; `subsets` an array of objects whose
+ * `addresses` and `notReadyAddresses` hold objects with `ip` an IP (either family; neither
+ * unspecified, multicast nor broadcast) and bounded `hostname` / `nodeName`, and whose `ports` hold
+ * objects with `port` an integer 1..65535, `protocol` TCP/UDP/SCTP when given, and `name` a DNS-1123
+ * label, required and unique when a subset has several ports. One bad leaf refuses the whole object,
+ * with its field path, as the API server would have.
  */
 export const validateEndpoints = validator<Endpoints>('Endpoints', (copy, _meta, p) => {
   const subsets = recordsField(copy, 'subsets', '', p);
   subsets?.forEach((subset, i) => {
     const path = `subsets[${i}]`;
-    recordsField(subset, 'addresses', path, p);
-    recordsField(subset, 'notReadyAddresses', path, p);
-    recordsField(subset, 'ports', path, p);
+    checkEndpointAddresses(recordsField(subset, 'addresses', path, p), `${path}.addresses`, p);
+    checkEndpointAddresses(
+      recordsField(subset, 'notReadyAddresses', path, p),
+      `${path}.notReadyAddresses`,
+      p,
+    );
+    const ports = recordsField(subset, 'ports', path, p);
+    if (ports) checkEndpointPorts(ports, `${path}.ports`, p);
   });
 });
 
+/** Checks one address of a slice against its `addressType`. */
+function checkSliceAddress(value: unknown, addressType: unknown, path: string, p: Problems): void {
+  if (addressType === 'IPv4' || addressType === 'IPv6') {
+    checkEndpointIP(value, addressType === 'IPv4' ? 4 : 6, path, p);
+  } else if (
+    addressType === 'FQDN' &&
+    (typeof value !== 'string' || value.length > 253 || !DNS1123_SUBDOMAIN.test(value))
+  ) {
+    p.add(path, `must be a DNS-1123 name of at most 253 characters, got ${describe(value)}`);
+  }
+}
+
 /**
- * Checks an EndpointSlice: metadata with a non-empty `kubernetes.io/service-name` label (a slice
- * without one belongs to no Service), `addressType` IPv4/IPv6/FQDN, `endpoints` an array of objects
- * (absent means `[]`) each with an `addresses` array and an optional `conditions` object, and `ports`
- * an array of objects. Leaves (address strings, port numbers) are skipped per entry later, as for
- * Endpoints.
+ * Checks an EndpointSlice as the API server does: metadata with a non-empty
+ * `kubernetes.io/service-name` label (a slice without one belongs to no Service), `addressType`
+ * IPv4/IPv6/FQDN, `endpoints` (absent means `[]`, at most 1000) objects each with 1..100 `addresses`
+ * of that type (IPs neither unspecified, multicast nor broadcast; FQDNs DNS-1123 names),
+ * `conditions` booleans and bounded `hostname` / `nodeName` / `zone`; `ports` (at most 20 000) with
+ * `port` an integer 1..65535 (a slice port without one cannot be served), `protocol` TCP/UDP/SCTP
+ * when given, `name` a DNS-1123 label, required and unique when there are several.
  */
 export const validateEndpointSlice = validator<EndpointSlice>('EndpointSlice', (copy, meta, p) => {
   if (meta) {
@@ -230,11 +338,30 @@ export const validateEndpointSlice = validator<EndpointSlice>('EndpointSlice', (
   else checkOneOf(copy, 'addressType', '', ADDRESS_TYPES, p);
   if (absent(copy.endpoints)) copy.endpoints = [];
   const endpoints = recordsField(copy, 'endpoints', '', p);
+  if (endpoints) checkCount(endpoints, 'endpoints', MAX_SLICE_ENDPOINTS, p);
   endpoints?.forEach((endpoint, i) => {
     const path = `endpoints[${i}]`;
     const addresses = copyArray(endpoint.addresses, `${path}.addresses`, p);
-    if (addresses) endpoint.addresses = addresses;
-    recordField(endpoint, 'conditions', path, p);
+    if (addresses) {
+      endpoint.addresses = addresses;
+      if (addresses.length === 0) p.add(`${path}.addresses`, 'must hold at least one address');
+      checkCount(addresses, `${path}.addresses`, MAX_ENDPOINT_ADDRESSES, p);
+      addresses.slice(0, MAX_ENDPOINT_ADDRESSES).forEach((address, j) => {
+        checkSliceAddress(address, copy.addressType, `${path}.addresses[${j}]`, p);
+      });
+    }
+    const conditions = recordField(endpoint, 'conditions', path, p);
+    if (conditions) {
+      for (const field of ['ready', 'serving', 'terminating'])
+        checkBoolean(conditions, field, `${path}.conditions`, p);
+    }
+    checkString(endpoint, 'hostname', path, p, 63);
+    checkString(endpoint, 'nodeName', path, p);
+    checkString(endpoint, 'zone', path, p, 63);
   });
-  recordsField(copy, 'ports', '', p);
+  const ports = recordsField(copy, 'ports', '', p);
+  if (ports) {
+    checkCount(ports, 'ports', MAX_SLICE_PORTS, p);
+    checkEndpointPorts(ports, 'ports', p);
+  }
 });

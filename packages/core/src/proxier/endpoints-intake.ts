@@ -9,6 +9,7 @@ import {
   validateEndpointSlice,
   validateEndpoints,
 } from '../model/validation.js';
+import { EndpointSources } from './endpoint-sources.js';
 
 /** Runs a handler body; whatever it throws is logged, never passed back to the informer. */
 export function guarded(log: Logger, what: string, body: () => void): void {
@@ -29,7 +30,9 @@ const checkSlice = (obj: unknown) => validateEndpointSlice(obj, REUSE);
  * balancer at once (slices merged per Service by an EndpointSliceMerger). It never touches sockets,
  * costs O(1) in the number of Services, and never throws. `onSynced` is told when either kind has
  * synced, which is what the Proxier waits for besides Services. Objects a config fan-out delivered
- * were validated there and are not checked or copied again.
+ * were validated there and are not checked or copied again. A Service given both an Endpoints object
+ * and slices is served from its slices ({@link EndpointSources}): neither source's events clobber
+ * what the other gave.
  */
 export class EndpointsIntake implements EndpointsHandler, EndpointSliceHandler {
   readonly #lb: EndpointsHandler;
@@ -42,9 +45,10 @@ export class EndpointsIntake implements EndpointsHandler, EndpointSliceHandler {
    * tells who listens (the Proxier passes its EndpointsNotifier's wrapper).
    */
   constructor(lb: EndpointsHandler, log: Logger, onSynced: () => void) {
-    this.#lb = lb;
+    const sources = new EndpointSources(lb, log);
+    this.#lb = sources.legacy;
     this.#log = log;
-    this.#slices = new EndpointSliceMerger(lb, { logger: log });
+    this.#slices = new EndpointSliceMerger(sources.slices, { logger: log });
     this.#onSynced = onSynced;
   }
 

@@ -200,7 +200,10 @@ export abstract class ServicePortMode<E extends ModeEntry> {
     }
     try {
       const portal = { ip: ip ?? '', port, isExternal: kind === 'external-ip' };
-      listener.info = await this.ctx.openProxy(spec, ip, port, portal);
+      // A load-balancer IP's listener admits only its source ranges (portal mode; in redirect mode
+      // one socket serves every address and cannot tell which one a client used).
+      const allowed = kind === 'load-balancer' ? spec.loadBalancerSourceRanges : undefined;
+      listener.info = await this.ctx.openProxy(spec, ip, port, portal, allowed);
       listener.state = 'open';
       return true;
     } catch (error) {

@@ -105,6 +105,7 @@ export class ProxierContext {
     ip: string | null,
     port: number,
     portal: PortalAddress,
+    allowedSources?: readonly string[],
   ): Promise<ServiceInfoImpl> {
     const controller = new AbortController();
     const notifier = this.notifier;
@@ -118,6 +119,7 @@ export class ProxierContext {
       signal: controller.signal,
       loadBalancer: this.lb,
       onEndpointsChanged: (listener) => notifier.subscribe(spec.name, listener, controller.signal),
+      ...(allowedSources !== undefined && allowedSources.length > 0 ? { allowedSources } : {}),
     };
     let socket: ProxySocket;
     try {
@@ -206,6 +208,20 @@ export class ProxierContext {
     clearTimeout(timer);
     const remaining = openConnections(sockets);
     return { remaining, timedOut: outcome === 'timeout' && remaining > 0 };
+  }
+
+  /**
+   * Resets what every socket still carries (`ProxySocket.abortConnections`; sockets without it are
+   * left alone): the end of a drain whose deadline passed. A throwing socket is logged.
+   */
+  abortConnections(): void {
+    for (const socket of this.#live) {
+      try {
+        socket.abortConnections?.();
+      } catch (error) {
+        this.log.error('resetting the connections of a socket failed', error);
+      }
+    }
   }
 
   /** Every socket still carrying connections, closed or not. */

@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { CHANNELS, type RefusedMessage } from '../diagnostics.js';
 import type { EndpointsChange } from '../sockets/proxy-socket.js';
 import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
 import { connectTcp, readBytes, readToEnd } from '../test-support/net-clients.js';
@@ -121,8 +124,96 @@ describe('Proxier.mode and Proxier.drain', () => {
     expect(await h.proxier.drain(1)).toEqual({ remaining: 0, timedOut: false });
   });
 
+  it('resets the connections still open at the deadline, so a cut stream does not look complete', async () => {
+    const { h, c } = await proxied('f');
+    const outcome = new Promise<string>((resolve) => {
+      c.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      c.on('end', () => resolve('FIN'));
+    });
+    expect(await h.proxier.drain(20)).toEqual({ remaining: 1, timedOut: true });
+    expect(await outcome).toBe('ECONNRESET');
+  });
+
+  it('counts and waits for a connection still dialling its endpoint, then resets it', async () => {
+    let dialling = 0;
+    // Never connects, like a SYN sent into a black hole.
+    const connect = (): net.Socket => {
+      dialling++;
+      return new net.Socket();
+    };
+    const ip = loopbackServiceIP();
+    const h = await start({
+      nodePortAddresses: [],
+      makeProxySocket: createProxySocketFactory({ connect, dialTimeoutsMs: [30_000] }),
+    });
+    await h.synced(() => {
+      h.proxier.onServiceAdd(
+        service('g', { clusterIP: ip, ports: [{ name: 'p', port: 8080, protocol: 'TCP' }] }),
+      );
+      h.proxier.onEndpointsAdd(endpoints('g', ['127.0.0.1'], 9));
+    });
+    const c = await connectTcp(8080, ip);
+    const outcome = new Promise<string>((resolve) => {
+      c.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+      c.on('end', () => resolve('FIN'));
+    });
+    await waitFor(() => dialling === 1, 5_000, 'the dial started');
+    const began = performance.now();
+    expect(await h.proxier.drain(150)).toEqual({ remaining: 1, timedOut: true });
+    expect(performance.now() - began).toBeGreaterThanOrEqual(140);
+    expect(await outcome).toBe('ECONNRESET');
+  });
+
   it('gives up at the deadline and says how many connections are still open', async () => {
     const { h } = await proxied('e');
     expect(await h.proxier.drain(20)).toEqual({ remaining: 1, timedOut: true });
+  });
+});
+
+describe('loadBalancerSourceRanges', () => {
+  /** A client from `local` to `host:port`: what it read before the connection ended. */
+  function ask(host: string, port: number, local: string): Promise<string> {
+    return new Promise((resolve) => {
+      const socket = net.connect({ host, port, localAddress: local });
+      let got = '';
+      socket.on('data', (chunk) => {
+        got += chunk.toString();
+      });
+      socket.on('error', () => resolve(`${got}|error`));
+      socket.on('close', () => resolve(got));
+    });
+  }
+
+  it('admits only the source ranges on a load-balancer IP, and everyone on the cluster IP', async () => {
+    const refused: string[] = [];
+    const onRefused = (m: unknown) => refused.push((m as RefusedMessage).reason);
+    diagnosticsChannel.subscribe(CHANNELS.refused, onRefused);
+    onTestFinished(() => {
+      diagnosticsChannel.unsubscribe(CHANNELS.refused, onRefused);
+    });
+    const backend = await backends.tcp('hello');
+    const clusterIP = loopbackServiceIP();
+    let lbIP = loopbackServiceIP();
+    while (lbIP === clusterIP) lbIP = loopbackServiceIP();
+    const h = await start({ nodePortAddresses: [], makeProxySocket: createProxySocketFactory() });
+    const svc = service(
+      'lb',
+      {
+        type: 'LoadBalancer',
+        clusterIP,
+        ports: [{ name: 'p', port: 8080, protocol: 'TCP' }],
+        loadBalancerSourceRanges: ['127.0.0.1/32', ' 10.0.0.0/8 '],
+      },
+      { status: { loadBalancer: { ingress: [{ ip: lbIP }] } } },
+    );
+    await h.synced(() => {
+      h.proxier.onServiceAdd(svc);
+      h.proxier.onEndpointsAdd(endpoints('lb', [backend.host], backend.port));
+    });
+    expect(await ask(lbIP, 8080, '127.0.0.1')).toBe('hello');
+    expect(await ask(lbIP, 8080, '127.0.0.2')).not.toContain('hello');
+    expect(await ask(clusterIP, 8080, '127.0.0.2')).toBe('hello');
+    await waitFor(() => refused.includes('source-range'), 5_000, 'a source-range refusal');
+    expect(refused.filter((r) => r === 'source-range')).toHaveLength(1);
   });
 });

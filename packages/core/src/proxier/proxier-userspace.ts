@@ -209,11 +209,15 @@ export class UserspaceProxier implements Proxier {
         `stopped accepting; waiting up to ${deadlineMs} ms for ${open} connection(s) to finish`,
       );
       const result = await this.#ctx.waitIdle(deadlineMs);
-      this.#log.info(
-        result.timedOut
-          ? `drain deadline passed with ${result.remaining} connections open`
-          : 'drained: every connection has ended',
-      );
+      if (result.timedOut) {
+        // A FIN (what an exit gives them) would make a cut stream look complete: reset them.
+        this.#ctx.abortConnections();
+        this.#log.info(
+          `drain deadline passed with ${result.remaining} connections open; they were reset`,
+        );
+      } else {
+        this.#log.info('drained: every connection has ended');
+      }
       return result;
     })();
     return this.#drain;

@@ -49,6 +49,7 @@ describe('servicePortSpecs', () => {
       clusterIP: '10.0.0.1',
       externalIPs: ['192.0.2.1'],
       loadBalancerIPs: ['198.51.100.1'],
+      loadBalancerSourceRanges: [],
       affinity: 'ClientIP',
       stickyMaxAgeSeconds: 10_800,
     });

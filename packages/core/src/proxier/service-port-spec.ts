@@ -35,6 +35,8 @@ export interface ServicePortSpec {
   readonly externalIPs: readonly string[];
   /** `status.loadBalancer.ingress[].ip`; hostname-only entries are left out. */
   readonly loadBalancerIPs: readonly string[];
+  /** `spec.loadBalancerSourceRanges`, trimmed: who may use the load-balancer IPs (empty: anyone). */
+  readonly loadBalancerSourceRanges: readonly string[];
   /** "None" or "ClientIP"; an unset affinity is "None", so the two never differ. */
   readonly affinity: AffinityType;
   /** The ClientIP TTL (default 10800 s), 0 when affinity is off. */
@@ -46,8 +48,8 @@ export interface ServicePortSpec {
  * - `same`: nothing to do;
  * - `in-place`: only the Service's identity (uid) or the affinity TTL changed, which need no new
  *   socket: the TTL goes to the load balancer with `newService`, and the infos are updated;
- * - `recreate`: protocol, port, node port, cluster IP, external IPs, load-balancer IPs or affinity
- *   type changed, and the proxy for the port is closed and opened again.
+ * - `recreate`: protocol, port, node port, cluster IP, external IPs, load-balancer IPs, their
+ *   source ranges or affinity type changed, and the proxy for the port is closed and opened again.
  */
 export type SpecChange = 'same' | 'in-place' | 'recreate';
 
@@ -73,6 +75,9 @@ export function servicePortSpecs(service: Service): ServicePortSpec[] {
   for (const ingress of service.status?.loadBalancer?.ingress ?? []) {
     if (ingress.ip && isIP(ingress.ip) !== 0) loadBalancerIPs.push(ingress.ip);
   }
+  const loadBalancerSourceRanges = (service.spec.loadBalancerSourceRanges ?? []).map((r) =>
+    r.trim(),
+  );
   const affinity: AffinityType = service.spec.sessionAffinity === 'ClientIP' ? 'ClientIP' : 'None';
   const stickyMaxAgeSeconds =
     affinity === 'ClientIP'
@@ -98,6 +103,7 @@ export function servicePortSpecs(service: Service): ServicePortSpec[] {
       clusterIP,
       externalIPs,
       loadBalancerIPs,
+      loadBalancerSourceRanges,
       affinity,
       stickyMaxAgeSeconds,
     });
@@ -118,7 +124,8 @@ export function compareSpecs(served: ServicePortSpec, wanted: ServicePortSpec): 
     served.clusterIP !== wanted.clusterIP ||
     served.affinity !== wanted.affinity ||
     !sameList(served.externalIPs, wanted.externalIPs) ||
-    !sameList(served.loadBalancerIPs, wanted.loadBalancerIPs)
+    !sameList(served.loadBalancerIPs, wanted.loadBalancerIPs) ||
+    !sameList(served.loadBalancerSourceRanges, wanted.loadBalancerSourceRanges)
   ) {
     return 'recreate';
   }

@@ -231,6 +231,7 @@ class EndpointDialer {
 
   readonly #onConnect = (): void => {
     const socket = this.#drop(false);
+    this.#report(true);
     this.#finish(undefined, socket);
   };
 
@@ -269,8 +270,20 @@ class EndpointDialer {
       this.#finish(new EndpointDialError(this.#name(), this.#attempts, { cause: error }));
       return;
     }
+    this.#report(false);
     this.#reset = true;
     this.#next();
+  }
+
+  /** Tells the load balancer how the attempt went; a throwing balancer must not break the dial. */
+  #report(ok: boolean): void {
+    const lb = this.#lb;
+    if (lb.reportDialResult === undefined) return;
+    try {
+      lb.reportDialResult(this.#service, this.#endpoint, ok);
+    } catch (error) {
+      componentLogger(this.#opts.logger, 'dial').debug('reportDialResult failed', error);
+    }
   }
 
   #finish(error: unknown, socket?: net.Socket): void {

@@ -1,8 +1,11 @@
+import { channels, type RefusedMessage } from '../diagnostics.js';
 import type { Logger } from '../logger.js';
 import type { Addr, Protocol } from '../model/model.js';
 import type { ServiceInfo } from '../model/service-info.js';
-import { joinHostPort } from '../model/service-port-name.js';
+import { joinHostPort, servicePortNameString } from '../model/service-port-name.js';
+import { LiveConnections } from './live-connections.js';
 import type { ProxySocket, ProxySocketContext } from './proxy-socket.js';
+import { sourceRangeCheck } from './source-ranges.js';
 
 /**
  * What the default TCP and UDP sockets share: the bound address, the port asked for, the loop
@@ -12,6 +15,14 @@ import type { ProxySocket, ProxySocketContext } from './proxy-socket.js';
 export abstract class ListeningSocket implements ProxySocket {
   /** What the socket was made with. */
   protected readonly context: ProxySocketContext;
+  /**
+   * The connections a subclass links in (the TCP socket's do so themselves), reset by
+   * `abortConnections`; a socket whose connections are not links overrides that instead.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: each subclass links its own connection type.
+  readonly live = new LiveConnections<any>();
+  /** `context.allowedSources` as a check; undefined when every client is allowed. */
+  readonly #allowed: ((address: string | undefined) => boolean) | undefined;
   /** The context's logger. */
   readonly log: Logger;
   readonly #addr: Addr;
@@ -28,6 +39,7 @@ export abstract class ListeningSocket implements ProxySocket {
     this.log = context.logger;
     this.#addr = bound;
     this.#protocol = protocol;
+    this.#allowed = sourceRangeCheck(context.allowedSources);
     this.#loopDone = new Promise((resolve) => {
       this.#endLoop = resolve;
     });
@@ -91,6 +103,29 @@ export abstract class ListeningSocket implements ProxySocket {
       this.#idleWaiters ??= [];
       this.#idleWaiters.push(resolve);
     });
+  }
+
+  /** ProxySocket: resets every connection in `live` (a drain's deadline passed). */
+  abortConnections(): void {
+    this.live.abortAll();
+  }
+
+  /**
+   * Whether a client from `address` may use this socket (`context.allowedSources`, the Service's
+   * loadBalancerSourceRanges on a load-balancer IP). A refusal is published on `refused` as
+   * `source-range`; the caller closes or drops the client.
+   */
+  protected admitted(address: string | undefined): boolean {
+    if (this.#allowed === undefined || this.#allowed(address)) return true;
+    if (channels.refused.hasSubscribers) {
+      const message: RefusedMessage = {
+        service: servicePortNameString(this.context.servicePort),
+        protocol: this.#protocol,
+        reason: 'source-range',
+      };
+      channels.refused.publish(message);
+    }
+    return false;
   }
 
   /** "ip:port/PROTOCOL", for messages. */

@@ -24,6 +24,13 @@ export interface ProxySocketOptions {
   /** UDP: the most concurrent client sessions per socket. Default 4096. */
   maxUdpSessions?: number;
   /**
+   * UDP: the most concurrent sessions of one client IP address (any ports) per socket, so that one
+   * source sending from many ports cannot take every session and lock new clients out for the idle
+   * timeout. Default 0: a quarter of `maxUdpSessions`, rounded up (1 024 of 4 096). Raise it when
+   * many clients share one address (a NAT); set it to `maxUdpSessions` to turn the share off.
+   */
+  maxUdpSessionsPerSource?: number;
+  /**
    * UDP: receive/send buffer size of each socket, bytes. Default 0: session sockets keep the OS
    * default, and the Service's socket, which every client's datagrams land on, asks for a receive
    * buffer of {@link DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES}.
@@ -57,6 +64,7 @@ export const DEFAULT_PROXY_SOCKET_OPTIONS = {
   keepAliveMs: 15_000,
   acceptBackoffMs: 50,
   maxUdpSessions: 4096,
+  maxUdpSessionsPerSource: 0,
   udpBufferBytes: 0,
   holdBufferBytes: 65_536,
 } as const satisfies Required<ProxySocketOptions>;
@@ -118,6 +126,11 @@ export function resolveProxySocketOptions(
       duration('acceptBackoffMs', opts.acceptBackoffMs, d.acceptBackoffMs),
     ),
     maxUdpSessions,
+    maxUdpSessionsPerSource: Math.min(
+      maxUdpSessions,
+      count('maxUdpSessionsPerSource', opts.maxUdpSessionsPerSource, d.maxUdpSessionsPerSource) ||
+        Math.ceil(maxUdpSessions / 4),
+    ),
     udpBufferBytes: count('udpBufferBytes', opts.udpBufferBytes, d.udpBufferBytes),
     holdBufferBytes: Math.max(1, count('holdBufferBytes', opts.holdBufferBytes, d.holdBufferBytes)),
   };

@@ -237,6 +237,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       void this.close();
       return;
     }
+    if (!this.admitted(raw.remoteAddress)) return void raw.destroy();
     const { maxConnections } = this.#opts;
     if (maxConnections > 0 && this.activeConnections() >= maxConnections) {
       raw.destroy();

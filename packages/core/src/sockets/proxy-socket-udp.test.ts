@@ -41,7 +41,7 @@ async function echoServer(prefix?: string): Promise<UdpEchoServer> {
 
 async function proxy(
   endpoints: string[],
-  opts: UdpProxySocketOptions & { logger?: Logger } = {},
+  opts: UdpProxySocketOptions & { logger?: Logger; allowedSources?: string[] } = {},
   infoOverrides: { udpIdleTimeoutMs?: number } = {},
 ): Promise<{
   socket: UdpProxySocket;
@@ -50,11 +50,12 @@ async function proxy(
   loop: Promise<void>;
 }> {
   const lb = new FakeLoadBalancer({ [KEY]: endpoints });
-  const { logger, ...socketOpts } = opts;
+  const { logger, allowedSources, ...socketOpts } = opts;
   const context = contextFor('UDP', HOST, 0, {
     lb,
     servicePort: svc,
     ...(logger ? { logger } : {}),
+    ...(allowedSources ? { allowedSources } : {}),
   });
   const socket = await UdpProxySocket.open(context, socketOpts);
   cleanup.push(() => socket.close());
@@ -171,7 +172,11 @@ describe('UdpProxySocket', () => {
     const warn = vi.fn();
     const logger = { ...noopLogger, warn, getSubLogger: () => ({ ...noopLogger, warn }) };
     const echo = await echoServer();
-    const { socket, info } = await proxy([echo.endpoint], { maxUdpSessions: 2, logger });
+    const { socket, info } = await proxy([echo.endpoint], {
+      maxUdpSessions: 2,
+      maxUdpSessionsPerSource: 2,
+      logger,
+    });
     const [a, b, c] = [await client(), await client(), await client()];
     for (const x of [a, b]) {
       x.send('hi', socket.addr().port, HOST);
@@ -186,6 +191,55 @@ describe('UdpProxySocket', () => {
     a.send('still works', socket.addr().port, HOST);
     expect((await a.next()).data.toString()).toBe('still works');
     await expect(c.next(200)).rejects.toThrow('no datagram');
+  });
+
+  it('gives one source address at most its share of the sessions (a quarter by default)', async () => {
+    const refused = record<RefusedMessage>(CHANNELS.refused);
+    const echo = await echoServer();
+    // 8 sessions: one source IP gets at most 2, so it cannot lock other clients out.
+    const { socket, info } = await proxy([echo.endpoint], { maxUdpSessions: 8 });
+    const port = socket.addr().port;
+    const [a, b, c] = [await client(), await client(), await client()];
+    for (const x of [a, b]) {
+      x.send('hi', port, HOST);
+      await x.next();
+    }
+    c.send('locked out', port, HOST);
+    await waitFor(() => refused.length === 1, 5_000, 'a refusal');
+    expect(refused[0]).toEqual({ service: KEY, protocol: 'UDP', reason: 'udp-session-limit' });
+    const other = await udpClient('127.1.5.9');
+    cleanup.push(() => other.close());
+    other.send('another source', port, HOST);
+    expect((await other.next()).data.toString()).toBe('another source');
+    expect(info.activeClients.size).toBe(3);
+  });
+
+  it('drops datagrams from outside allowedSources (loadBalancerSourceRanges), counted', async () => {
+    const refused = record<RefusedMessage>(CHANNELS.refused);
+    const echo = await echoServer();
+    const { socket, info } = await proxy([echo.endpoint], { allowedSources: ['127.1.5.9/32'] });
+    const port = socket.addr().port;
+    const outsider = await client();
+    outsider.send('let me in', port, HOST);
+    await waitFor(() => refused.length === 1, 5_000, 'a refusal');
+    expect(refused[0]).toEqual({ service: KEY, protocol: 'UDP', reason: 'source-range' });
+    const allowed = await udpClient('127.1.5.9');
+    cleanup.push(() => allowed.close());
+    allowed.send('hello', port, HOST);
+    expect((await allowed.next()).data.toString()).toBe('hello');
+    expect(info.activeClients.size).toBe(1);
+  });
+
+  it('ends every session on abortConnections', async () => {
+    const echo = await echoServer();
+    const { socket, info } = await proxy([echo.endpoint]);
+    const c = await client();
+    c.send('hi', socket.addr().port, HOST);
+    await c.next();
+    expect(socket.sessionCount).toBe(1);
+    socket.abortConnections();
+    expect(socket.sessionCount).toBe(0);
+    expect(info.activeClients.size).toBe(0);
   });
 
   it('drops datagrams while the Service has no endpoints', async () => {

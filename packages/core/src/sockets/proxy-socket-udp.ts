@@ -127,6 +127,13 @@ export class UdpProxySocket extends ListeningSocket {
     this.#socket.on('message', this.#onMessage);
   }
 
+  /** ProxySocket: ends every session now (they end at `close` anyway). */
+  override abortConnections(): void {
+    for (const byPort of [...this.#sessions.values()]) {
+      for (const session of [...byPort.values()]) session.close('closed');
+    }
+  }
+
   /** Ends every session and closes the socket; resolves once it is closed. */
   protected shutdown(): Promise<void> {
     for (const byPort of this.#sessions.values()) {
@@ -164,8 +171,17 @@ export class UdpProxySocket extends ListeningSocket {
       void this.close();
       return undefined;
     }
+    if (!this.admitted(address)) return undefined;
     if (this.activeConnections() >= this.#opts.maxUdpSessions) {
       this.#refuse('udp-session-limit', `${this.#opts.maxUdpSessions} sessions open`);
+      return undefined;
+    }
+    const fromSource = this.#sessions.get(address)?.size ?? 0;
+    if (fromSource >= this.#opts.maxUdpSessionsPerSource) {
+      this.#refuse(
+        'udp-session-limit',
+        `${fromSource} sessions open from ${address}, its share (maxUdpSessionsPerSource)`,
+      );
       return undefined;
     }
     const client = joinHostPort(address, port);

@@ -39,6 +39,13 @@ export interface ProxySocket {
    * polling. Optional, with `activeConnections`.
    */
   idle?(): Promise<void>;
+  /**
+   * Resets (TCP RST) every connection this socket still carries, dialling and held ones included,
+   * and ends every UDP session. `Proxier.drain` calls it on the sockets left when its deadline
+   * passes, so a stream cut by the shutdown looks cut to its client, not complete as a FIN would
+   * make it. Optional: a socket without it keeps its connections until the process exits.
+   */
+  abortConnections?(): void;
 }
 
 /** What a socket hears when the endpoints of its Service port change. */
@@ -89,6 +96,13 @@ export interface ProxySocketContext {
    * handler: do little there (mark, schedule), never block.
    */
   onEndpointsChanged(listener: EndpointsChangedListener): () => void;
+  /**
+   * CIDRs a client's address must be in (`spec.loadBalancerSourceRanges` on a load-balancer IP's
+   * listener); absent or empty, every client is allowed. The default sockets close (TCP) or drop
+   * (UDP) anyone else at accept, counted on `refused` as `source-range`. A custom socket that
+   * ignores it serves everyone.
+   */
+  readonly allowedSources?: readonly string[];
 }
 
 /**

@@ -23,6 +23,8 @@ export interface SocketContextOptions {
   logger?: Logger;
   /** Default: a signal that `abort()` on the returned context aborts. */
   signal?: AbortSignal;
+  /** CIDRs clients must come from (ProxySocketContext.allowedSources). Default: anyone. */
+  allowedSources?: readonly string[];
 }
 
 /** A context made outside a Proxier, with the two things a Proxier would otherwise do. */
@@ -63,6 +65,7 @@ export function createSocketContext(options: SocketContextOptions): StandaloneSo
     logger,
     signal,
     loadBalancer: lb,
+    ...(options.allowedSources !== undefined ? { allowedSources: options.allowedSources } : {}),
     onEndpointsChanged(listener) {
       listeners.add(listener);
       const off = (): void => {

@@ -5,6 +5,7 @@ import type { Addr } from '../model/model.js';
 import { joinHostPort, type ServicePortName } from '../model/service-port-name.js';
 import type { AcceptedConnection, AcceptedConnectionState } from './accept-policy.js';
 import { type DialClient, type DialOptions, dialEndpoints } from './dial-endpoints.js';
+import type { LiveConnections, LiveLink } from './live-connections.js';
 import { connectForRelay, ignoreError, TcpRelay, type TcpRelayOptions } from './tcp-relay.js';
 
 /** The default TCP socket as its connections see it: what they share, and whom they report to. */
@@ -26,6 +27,8 @@ export interface TcpConnectionOwner {
   refused(conn: TcpConnection, detail: string): void;
   /** `conn` has closed for good (called once per connection the owner counted). */
   ended(conn: TcpConnection): void;
+  /** The owner's live connections: a connection links itself in when made, out when closed. */
+  readonly live: LiveConnections<TcpConnection>;
 }
 
 /** The bytes and state of a held client. */
@@ -44,7 +47,10 @@ interface Held {
  * address is read from the socket only when someone asks (a round-robin balancer without ClientIP
  * affinity never does: a getpeername(2) saved per connection).
  */
-export class TcpConnection extends TcpRelay implements Addr, DialClient, AcceptedConnection {
+export class TcpConnection
+  extends TcpRelay
+  implements Addr, DialClient, AcceptedConnection, LiveLink<TcpConnection>
+{
   readonly owner: TcpConnectionOwner;
   readonly acceptedAt = performance.now();
   /** The client socket: the accepted one, or the one that took over its handle. */
@@ -58,11 +64,15 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
   #closeListeners: ((connection: AcceptedConnection) => void)[] | undefined;
   #address: string | undefined;
   #port = 0;
+  /** Links of the owner's live list: two fields, no per-connection entry object. */
+  liveNext: TcpConnection | undefined;
+  livePrev: TcpConnection | undefined;
 
   constructor(owner: TcpConnectionOwner, client: net.Socket) {
     super(owner.relayOptions);
     this.owner = owner;
     this.client = client;
+    owner.live.add(this);
   }
 
   get state(): AcceptedConnectionState {
@@ -166,6 +176,26 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
     }
   }
 
+  /**
+   * Resets the connection now (a drain's deadline passed): both legs of a relayed one get an RST; a
+   * held or dialling client gets an RST and the connection is closed at once (a dial still in flight
+   * is dropped when it ends).
+   */
+  abort(): void {
+    switch (this.#state) {
+      case 'closed':
+        return;
+      case 'relaying':
+        this.destroy();
+        return;
+      default:
+        this.#release();
+        this.#early = undefined;
+        if (!this.client.destroyed) this.client.resetAndDestroy();
+        this.markClosed();
+    }
+  }
+
   onClose(listener: (connection: AcceptedConnection) => void): void {
     if (this.#state === 'closed') {
       listener(this);
@@ -213,6 +243,7 @@ export class TcpConnection extends TcpRelay implements Addr, DialClient, Accepte
   markClosed(): void {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
+    this.owner.live.delete(this);
     this.owner.ended(this);
     const listeners = this.#closeListeners;
     this.#closeListeners = undefined;

@@ -10,7 +10,12 @@ export function contextFor(
   protocol: Protocol,
   ip: string | null,
   port: number,
-  options: { lb?: LoadBalancer; servicePort?: ServicePortName; logger?: Logger } = {},
+  options: {
+    lb?: LoadBalancer;
+    servicePort?: ServicePortName;
+    logger?: Logger;
+    allowedSources?: readonly string[];
+  } = {},
 ): StandaloneSocketContext {
   return createSocketContext({
     protocol,
@@ -19,5 +24,6 @@ export function contextFor(
     loadBalancer: options.lb ?? new FakeLoadBalancer(),
     ...(options.servicePort ? { servicePort: options.servicePort } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.allowedSources ? { allowedSources: options.allowedSources } : {}),
   });
 }
