@@ -108,4 +108,30 @@ describe('parseManifest', () => {
       expect(r.errors.at(-1)).toBe('… and 10 more');
     }
   });
+
+  it('refuses a Service given both an Endpoints object and EndpointSlices (issue 12, defect 1)', () => {
+    const result = parseManifest(`apiVersion: v1
+kind: Service
+metadata: { name: web, namespace: shop }
+spec: { clusterIP: 10.0.0.1, ports: [{ port: 80 }] }
+---
+apiVersion: v1
+kind: Endpoints
+metadata: { name: web, namespace: shop }
+subsets: [{ addresses: [{ ip: 10.1.0.1 }], ports: [{ port: 8080 }] }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: web-1, namespace: shop, labels: { kubernetes.io/service-name: web } }
+addressType: IPv4
+endpoints: [{ addresses: [10.1.0.2] }]
+ports: [{ port: 8080 }]
+`);
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.errors).toContain(
+        'Service shop/web is given both an Endpoints object and EndpointSlices; give it one or the other',
+      );
+    }
+  });
 });

@@ -170,9 +170,32 @@ export function parseManifest(text: string): ManifestParseResult {
     else if (kind === 'Endpoints') contents.endpoints.push(result.value as Endpoints);
     else contents.endpointSlices.push(result.value as EndpointSlice);
   }
+  for (const key of servicesWithBothSources(contents)) {
+    errors.push(
+      `Service ${logSafe(key)} is given both an Endpoints object and EndpointSlices; give it one or the other`,
+    );
+  }
   if (errors.length > MAX_MANIFEST_ERRORS) {
     const more = errors.length - MAX_MANIFEST_ERRORS;
     errors.splice(MAX_MANIFEST_ERRORS, more, `… and ${more} more`);
   }
   return errors.length > 0 ? { ok: false, errors, warnings } : { ok: true, contents, warnings };
+}
+
+/**
+ * The Services ("ns/name") a manifest gives both an Endpoints object and EndpointSlices. The Proxier
+ * would serve the slices and keep the Endpoints object aside, which is never what the author meant,
+ * so the manifest is refused instead (docs/operations.md).
+ */
+function servicesWithBothSources(contents: ManifestContents): string[] {
+  const fromEndpoints = new Set(
+    contents.endpoints.map((e) => `${e.metadata.namespace || 'default'}/${e.metadata.name}`),
+  );
+  const both = new Set<string>();
+  for (const slice of contents.endpointSlices) {
+    const service = slice.metadata.labels?.['kubernetes.io/service-name'];
+    const key = `${slice.metadata.namespace || 'default'}/${service ?? ''}`;
+    if (service !== undefined && fromEndpoints.has(key)) both.add(key);
+  }
+  return [...both].sort();
 }
