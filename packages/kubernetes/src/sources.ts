@@ -35,6 +35,7 @@ import {
   PROXY_LABEL_SELECTOR,
   SERVICE_FIELD_SELECTOR,
 } from './selectors.js';
+import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
 
 /** What the daemon (and an integrator) gets: the same shape as the server's `ProxySources`. */
 export interface KubernetesSources {
@@ -64,6 +65,12 @@ export interface KubernetesSources {
   onNodeChange(listener: () => void): () => void;
   /** Lists and watches until `signal` aborts, then stops and drops unsent events. */
   run(signal: AbortSignal): Promise<void>;
+  /**
+   * A {@link KubernetesUnidler} on this source's client, for idling (the hook that scales an idled
+   * Service's workloads back up). Made on demand, so a proxy without idling never makes one; absent
+   * when the source was built from provided informers without a KubeConfig.
+   */
+  createUnidler?(options?: KubernetesUnidlerOptions): KubernetesUnidler;
 }
 
 /** An informer the integrator already runs: a client-node one, or one of core's contract. */
@@ -220,6 +227,15 @@ export async function createKubernetesSources(
     : undefined;
 
   const result: KubernetesSources = {
+    ...(kc
+      ? {
+          createUnidler: (options: KubernetesUnidlerOptions = {}) =>
+            new KubernetesUnidler(kc, {
+              ...(opts.logger ? { logger: opts.logger } : {}),
+              ...options,
+            }),
+        }
+      : {}),
     services,
     nodeIPs: () => nodeInfo.nodeIPs(),
     nodeEligible: () => nodeInfo.nodeEligible(),

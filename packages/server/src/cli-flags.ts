@@ -276,6 +276,45 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.maxUdpSessionsPerPort',
   },
   {
+    flags: '--idling [bool]',
+    description:
+      'Idling: a Service annotated idling.alpha.openshift.io/idled-at with no endpoints keeps answering; its TCP clients are held (their first bytes kept), pods are asked for (a NeedPods Event and, on a cluster, scaling the unidle-targets back up), and the clients are handed over when endpoints come. docs/idling.md.',
+    shownDefault: 'false',
+    boolean: true,
+    field: 'userspaceProxy.idling',
+  },
+  {
+    flags: '--idling-max-held-per-port <n>',
+    description:
+      'With --idling: TCP clients one idled Service port holds; the oldest is closed past it.',
+    shownDefault: '16',
+    parse: parseInt32,
+    field: 'userspaceProxy.idlingMaxHeldPerPort',
+  },
+  {
+    flags: '--idling-hold-timeout <duration>',
+    description: 'With --idling: how long a held client waits for pods before it is closed.',
+    shownDefault: d(120_000),
+    parse: parseDurationFlag,
+    field: 'userspaceProxy.idlingHoldTimeout',
+  },
+  {
+    flags: '--sctp-encapsulation-port <port>',
+    description:
+      'SCTP Services: the UDP port of RFC 6951 encapsulation on each Service address, shared by every SCTP Service port there (and the port endpoints are reached on). docs/sctp.md.',
+    shownDefault: '9899',
+    parse: parseInt32,
+    field: 'userspaceProxy.sctpEncapsulationPort',
+  },
+  {
+    flags: '--sctp-max-associations-per-port <n>',
+    description:
+      'SCTP Services: client associations one Service port address relays at once; further ones are aborted and counted.',
+    shownDefault: '1024',
+    parse: parseInt32,
+    field: 'userspaceProxy.sctpMaxAssociationsPerPort',
+  },
+  {
     flags: '--tcp-idle-timeout <duration>',
     description: 'Close a proxied TCP connection idle in both directions this long. 0 means never.',
     shownDefault: '0s',

@@ -87,6 +87,19 @@ export interface UserspaceProxyConfiguration {
    * object, whose IPs "primary" means, before it serves node ports on the detected addresses; 0 = no wait.
    */
   nodeWaitTimeout: number;
+  /**
+   * Idling (OpenShift's unidling proxier): Services marked `idling.alpha.openshift.io/idled-at`
+   * with no endpoints keep answering, their clients are held and the pods asked for. Off by default.
+   */
+  idling: boolean;
+  /** TCP clients one idled Service port holds at once; the oldest is closed past it. */
+  idlingMaxHeldPerPort: number;
+  /** How long a held client waits for pods before it is closed. */
+  idlingHoldTimeout: number;
+  /** SCTP: the UDP port of RFC 6951 encapsulation, on every Service address (9899, the IANA port). */
+  sctpEncapsulationPort: number;
+  /** SCTP: client associations one Service port address relays at once. */
+  sctpMaxAssociationsPerPort: number;
 }
 
 /** The complete, defaulted configuration. */
@@ -219,6 +232,11 @@ export const configFileSchema = z.strictObject({
       dialTimeouts: z.array(duration).optional(),
       udpBufferBytes: z.number().int().optional(),
       nodeWaitTimeout: duration.optional(),
+      idling: z.boolean().optional(),
+      idlingMaxHeldPerPort: z.number().int().optional(),
+      idlingHoldTimeout: duration.optional(),
+      sctpEncapsulationPort: z.number().int().optional(),
+      sctpMaxAssociationsPerPort: z.number().int().optional(),
     })
     .optional(),
 });
@@ -238,6 +256,11 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   dialTimeouts: [250, 500, 1000, 2000],
   udpBufferBytes: 0,
   nodeWaitTimeout: 30_000,
+  idling: false,
+  idlingMaxHeldPerPort: 16,
+  idlingHoldTimeout: 120_000,
+  sctpEncapsulationPort: 9899,
+  sctpMaxAssociationsPerPort: 1024,
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -335,6 +358,14 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
       dialTimeouts: [...(ext.dialTimeouts ?? DEFAULT_USERSPACE_PROXY.dialTimeouts)],
       udpBufferBytes: ext.udpBufferBytes ?? DEFAULT_USERSPACE_PROXY.udpBufferBytes,
       nodeWaitTimeout: ext.nodeWaitTimeout ?? DEFAULT_USERSPACE_PROXY.nodeWaitTimeout,
+      idling: ext.idling ?? DEFAULT_USERSPACE_PROXY.idling,
+      idlingMaxHeldPerPort:
+        ext.idlingMaxHeldPerPort ?? DEFAULT_USERSPACE_PROXY.idlingMaxHeldPerPort,
+      idlingHoldTimeout: ext.idlingHoldTimeout ?? DEFAULT_USERSPACE_PROXY.idlingHoldTimeout,
+      sctpEncapsulationPort:
+        ext.sctpEncapsulationPort ?? DEFAULT_USERSPACE_PROXY.sctpEncapsulationPort,
+      sctpMaxAssociationsPerPort:
+        ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
     },
   };
 }

@@ -275,6 +275,18 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   atLeast('TCPKeepAlive', c.tcpKeepAlive, 0, dur);
   atLeast('UDPBufferBytes', c.udpBufferBytes, 0, num);
   atLeast('NodeWaitTimeout', c.nodeWaitTimeout, 0, dur);
+  atLeast('IdlingMaxHeldPerPort', c.idlingMaxHeldPerPort, 1, num);
+  atLeast('IdlingHoldTimeout', c.idlingHoldTimeout, 1, dur);
+  atLeast('SCTPMaxAssociationsPerPort', c.sctpMaxAssociationsPerPort, 1, num);
+  if (c.sctpEncapsulationPort < 1 || c.sctpEncapsulationPort > 65_535) {
+    errs.push(
+      invalid(
+        `${path}.SCTPEncapsulationPort`,
+        num(c.sctpEncapsulationPort),
+        'must be a valid port number (1-65535)',
+      ),
+    );
+  }
   if (c.dialTimeouts.length === 0) {
     errs.push(required(`${path}.DialTimeouts`, 'must contain at least one timeout'));
   }

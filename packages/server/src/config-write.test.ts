@@ -87,6 +87,11 @@ userspaceProxy:
   dialTimeouts: [100ms, 200ms]
   udpBufferBytes: 65536
   nodeWaitTimeout: 7s
+  idling: true
+  idlingMaxHeldPerPort: 4
+  idlingHoldTimeout: 30s
+  sctpEncapsulationPort: 19899
+  sctpMaxAssociationsPerPort: 64
 `;
 
 async function readBack(path: string): Promise<KubeProxyConfiguration> {

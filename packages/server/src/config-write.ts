@@ -84,6 +84,7 @@ export function toExternalConfiguration(
       tcpKeepAlive: d(ext.tcpKeepAlive),
       dialTimeouts: ext.dialTimeouts.map(d),
       nodeWaitTimeout: d(ext.nodeWaitTimeout),
+      idlingHoldTimeout: d(ext.idlingHoldTimeout),
     },
   };
 }

@@ -28,6 +28,8 @@ const GO_NAMES: Readonly<Record<string, string>> = {
   tcpHalfCloseTimeout: 'TCPHalfCloseTimeout',
   tcpKeepAlive: 'TCPKeepAlive',
   udpBufferBytes: 'UDPBufferBytes',
+  sctpEncapsulationPort: 'SCTPEncapsulationPort',
+  sctpMaxAssociationsPerPort: 'SCTPMaxAssociationsPerPort',
   detectLocal: 'DetectLocal',
 };
 

@@ -8,7 +8,6 @@ import {
   EndpointsConfig,
   type EventRecorder,
   type Logger,
-  newProxier,
   type ObjectReference,
   type Proxier,
   type ProxierOptions,
@@ -19,6 +18,7 @@ import { ExecConntrackCleaner, IptablesPortalManager } from '@userspace-proxy/li
 import { LoggingCommandRunner } from './command-log.js';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
+import { buildDaemonProxier } from './daemon-proxier.js';
 import { ProcDescriptorBudget } from './fd-budget.js';
 import { createHealthServer } from './health-server.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
@@ -27,6 +27,7 @@ import type { HttpLimits } from './http-guard.js';
 import { RetryingListener } from './http-listen.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
+import { subscribeIdlerMetrics } from './metrics-idler.js';
 import { createMetricsServer } from './metrics-server.js';
 import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
@@ -53,7 +54,7 @@ export interface DaemonOptions {
   createSources?: (options: SourceFactoryOptions) => Promise<ProxySources>;
   /** Builds the cluster source (see SourceFactoryOptions.clusterSource). */
   clusterSource?: SourceFactoryOptions['clusterSource'];
-  /** Default core's newProxier. */
+  /** Default: core's TCP/UDP sockets with SCTP, and the idling hybrid with `--idling` (daemon-proxier.ts). */
   createProxier?: (options: ProxierOptions) => Promise<Proxier>;
   /** Retry interval for a failed health/metrics bind. Default 5 s. */
   listenRetryMs?: number;
@@ -74,6 +75,7 @@ export class Daemon {
   readonly #listeners: RetryingListener[] = [];
   readonly #exit: { promise: Promise<number>; resolve: (code: number) => void };
   #proxier: Proxier | undefined;
+  #closeProxier: (() => Promise<void>) | undefined;
   #recorder: EventRecorder | undefined;
   #stopping: Promise<void> | undefined;
   #draining = false;
@@ -169,7 +171,17 @@ export class Daemon {
         : undefined,
       conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
     });
-    const proxier = await (this.#options.createProxier ?? newProxier)(proxierOptions);
+    let proxier: Proxier;
+    if (this.#options.createProxier !== undefined) {
+      proxier = await this.#options.createProxier(proxierOptions);
+    } else {
+      const built = await buildDaemonProxier(config, proxierOptions, { logger: log, sources });
+      proxier = built.proxier;
+      this.#closeProxier = built.close;
+      if (built.idler !== undefined) {
+        this.#cleanups.push(subscribeIdlerMetrics(this.metrics.registry));
+      }
+    }
     this.#proxier = proxier;
     if (this.#stopping !== undefined) {
       // Stopped (a signal) while starting: the stop has run; do not start serving after it.
@@ -334,6 +346,7 @@ export class Daemon {
           this.#log.warn(`${open} connection(s) still open; closing them`);
         }
         await proxier.shutdown();
+        await this.#closeProxier?.();
       } catch (err) {
         this.#log.error('the proxier did not shut down cleanly', err);
       }

@@ -6,6 +6,7 @@ import type {
   Service,
   SharedInformer,
 } from '@userspace-proxy/core';
+import type { UnidleHook } from '@userspace-proxy/idler';
 
 /**
  * Where the daemon's Services and endpoints come from. The seam between the daemon and its sources:
@@ -40,6 +41,12 @@ export interface ProxySources {
    * handler; a source whose informers deliver objects at once (the manifest) holds them until then.
    */
   run(signal: AbortSignal): Promise<void>;
+  /**
+   * The idler's unidle hook on this source's cluster client (a cluster source's KubernetesUnidler),
+   * made only when idling is on. Absent for the manifest source: idled Services there get the
+   * NeedPods Event (logged) and nothing scales.
+   */
+  createUnidler?(): UnidleHook & { close(): Promise<void> };
 }
 
 /** What `createKubernetesSources` in `@userspace-proxy/kubernetes` takes. */

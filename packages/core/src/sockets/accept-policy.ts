@@ -26,6 +26,11 @@ export interface AcceptedConnection {
   /** Where the connection is now. */
   readonly state: AcceptedConnectionState;
   /**
+   * The endpoint it was relayed to, "ip:port"; "" until a dial succeeded. An idler's close listener
+   * reads it to tell a hand-over that reached a backend from one whose dials all failed.
+   */
+  readonly endpoint: string;
+  /**
    * Bytes the client sent while held. They are read into a bounded buffer (so a client that gives
    * up is noticed at once) and written to the endpoint before anything else after `proxy()`. A
    * held client that closes (or sends its FIN before any byte) is dropped at once; one that sent a

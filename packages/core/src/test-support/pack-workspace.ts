@@ -22,7 +22,14 @@ const run = promisify(execFile);
 export const REPO_ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../..');
 
 /** The publishable packages, by folder under packages/. */
-export const PUBLISHED_PACKAGES = ['core', 'linux', 'kubernetes', 'server'] as const;
+export const PUBLISHED_PACKAGES = [
+  'core',
+  'linux',
+  'kubernetes',
+  'idler',
+  'sctp',
+  'server',
+] as const;
 export type PackageFolder = (typeof PUBLISHED_PACKAGES)[number];
 
 /** The pnpm the README pins; `npx -y` fetches it once and reuses its cache after. */

@@ -8,7 +8,7 @@ export interface ServiceSpec {
   namespace?: string;
   clusterIP: string;
   port: number;
-  protocol?: 'TCP' | 'UDP';
+  protocol?: 'TCP' | 'UDP' | 'SCTP';
   portName?: string;
   endpoints: { ip: string; port: number }[];
 }

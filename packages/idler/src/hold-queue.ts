@@ -1,0 +1,347 @@
+import {
+  type AcceptedConnection,
+  type AcceptVerdict,
+  type LoadBalancer,
+  type Logger,
+  type ProxySocketContext,
+  type Service,
+  type ServicePortName,
+  servicePortNameString,
+} from '@userspace-proxy/core';
+import { LogLimiter } from '@userspace-proxy/core/sockets';
+import {
+  type IdlerHoldMessage,
+  type IdlerReleaseMessage,
+  type IdlerReleaseOutcome,
+  idlerChannels,
+} from './diagnostics.js';
+import type { IdlerBudget } from './idler-budget.js';
+import type { NeedPodsSignaller } from './need-pods.js';
+import type { ResolvedIdlerOptions } from './options.js';
+
+/** Running totals an Idler keeps; every queue adds to the same object. */
+export interface IdlerCounters {
+  held: number;
+  handedOver: number;
+  handOverFailures: number;
+  timeouts: number;
+  evictions: number;
+  clientsClosed: number;
+  closed: number;
+  refusedAtLimit: number;
+  /** Sum of the hold durations of released clients, ms (with `released`, the mean). */
+  heldMsTotal: number;
+  released: number;
+  udpDropped: number;
+  udpBuffered: number;
+  udpReplayed: number;
+}
+
+/** What a queue shares with its Idler. */
+export interface HoldQueueOwner {
+  readonly options: ResolvedIdlerOptions;
+  readonly budget: IdlerBudget;
+  readonly log: Logger;
+  readonly now: () => number;
+  readonly counters: IdlerCounters;
+  readonly needPods: NeedPodsSignaller;
+  /** The queue holds nothing and no socket serves it: the Idler forgets it. */
+  forget(queue: HoldQueue): void;
+  /** Asks for `queue.dialSome` to be called, paced across the proxy. */
+  handOver(queue: HoldQueue): void;
+}
+
+/**
+ * The held TCP clients of one Service port, oldest first, across every listener of that port. It
+ * outlives its sockets: when the last one closes (the hybrid moved the Service to the main proxier)
+ * the clients stay held until endpoints come (`endpointsChanged`, which the hybrid calls after
+ * forwarding them) or their timeout, as OpenShift's held connections survive the listener's close.
+ *
+ * One timer per queue, armed for the oldest client's deadline, makes the timeout exact per client:
+ * clients are held in arrival order and all wait the same time, so the oldest expires first.
+ */
+export class HoldQueue {
+  readonly key: string;
+  readonly servicePort: ServicePortName;
+  readonly #owner: HoldQueueOwner;
+  /** Held clients → when they were held; a Map keeps insertion (arrival) order. */
+  readonly #held = new Map<AcceptedConnection, number>();
+  readonly #contexts = new Map<ProxySocketContext, () => void>();
+  #service: Service;
+  #lb: LoadBalancer;
+  #log: Logger;
+  #timer: NodeJS.Timeout | undefined;
+  #needPodsTimer: NodeJS.Timeout | undefined;
+  #lastNeedPodsAt = Number.NEGATIVE_INFINITY;
+  #period:
+    | { start: number; abort: AbortController; counts: Record<IdlerReleaseOutcome, number> }
+    | undefined;
+  #handOverScheduled = false;
+  readonly #limitLog = new LogLimiter();
+
+  constructor(owner: HoldQueueOwner, key: string, context: ProxySocketContext) {
+    this.#owner = owner;
+    this.key = key;
+    this.servicePort = context.servicePort;
+    this.#service = context.service;
+    this.#lb = context.loadBalancer;
+    this.#log = context.logger;
+  }
+
+  /** The name in logs and messages, "ns/name:port". */
+  get name(): string {
+    return servicePortNameString(this.servicePort);
+  }
+
+  /** Clients held now. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** A socket of this port opened: its endpoint changes now drive the hand-over. */
+  attach(context: ProxySocketContext): void {
+    this.#service = context.service;
+    this.#lb = context.loadBalancer;
+    this.#log = context.logger;
+    const off = context.onEndpointsChanged(({ hasEndpoints }) => {
+      if (hasEndpoints) this.endpointsChanged();
+    });
+    this.#contexts.set(context, off);
+  }
+
+  /** A socket of this port closed. Held clients stay (see the class comment). */
+  detach(context: ProxySocketContext): void {
+    this.#contexts.get(context)?.();
+    this.#contexts.delete(context);
+    if (this.#contexts.size > 0) return;
+    if (this.#held.size === 0) {
+      this.#owner.forget(this);
+      return;
+    }
+    this.#log.debug(
+      `the last listener of ${this.name} closed; ${this.#held.size} client(s) stay held until endpoints come or they time out`,
+    );
+  }
+
+  /** True while a socket of this port is open. */
+  get attached(): boolean {
+    return this.#contexts.size > 0;
+  }
+
+  /** The verdict of the accept policy for a new client of this port. */
+  accept(connection: AcceptedConnection): AcceptVerdict {
+    if (this.#lb.serviceHasEndpoints(this.servicePort)) return 'proxy';
+    const { options, budget, counters } = this.#owner;
+    if (this.#held.size >= options.maxHeldPerServicePort) {
+      const oldest = this.#held.keys().next().value;
+      if (oldest !== undefined) {
+        const suppressed = this.#limitLog.take();
+        if (suppressed >= 0) {
+          this.#log.warn(
+            `${options.maxHeldPerServicePort} clients of idled ${this.name} are held already; closing the oldest${more(suppressed)}`,
+          );
+        }
+        this.#release(oldest, 'hold-evicted');
+        oldest.refuse('hold-evicted');
+      }
+    }
+    if (!budget.tryAcquire()) {
+      counters.refusedAtLimit++;
+      const suppressed = this.#limitLog.take();
+      if (suppressed >= 0) {
+        this.#log.warn(
+          `not holding a client of ${this.name}: ${budget.capacity} clients are held across the proxy${more(suppressed)}`,
+        );
+      }
+      return 'refuse';
+    }
+    this.#held.set(connection, this.#owner.now());
+    counters.held++;
+    connection.onClose(() => {
+      if (this.#held.has(connection)) this.#release(connection, 'client-closed');
+    });
+    if (this.#period === undefined) this.#startPeriod();
+    this.#armTimeout();
+    if (idlerChannels.hold.hasSubscribers) {
+      const message: IdlerHoldMessage = {
+        service: this.name,
+        protocol: 'TCP',
+        held: this.#held.size,
+      };
+      idlerChannels.hold.publish(message);
+    }
+    return 'hold';
+  }
+
+  /**
+   * Hands the held clients over, oldest first, if the port has endpoints now. Runs after the
+   * caller returns (a microtask), since it is called from the Proxier's endpoint handler.
+   */
+  endpointsChanged(): void {
+    if (this.#held.size === 0 || this.#handOverScheduled) return;
+    this.#handOverScheduled = true;
+    queueMicrotask(() => {
+      this.#handOverScheduled = false;
+      if (this.#lb.serviceHasEndpoints(this.servicePort)) this.#handOver();
+    });
+  }
+
+  /** Closes every held client (the Idler closes) and stops the timers. */
+  close(): void {
+    for (const connection of [...this.#held.keys()]) {
+      this.#release(connection, 'closed');
+      connection.refuse('idler-closed');
+    }
+    for (const off of this.#contexts.values()) off();
+    this.#contexts.clear();
+    this.#stopTimers();
+  }
+
+  #handOver(): void {
+    if (this.#held.size === 0) return;
+    this.#log.info(`${this.name} has endpoints: handing over ${this.#held.size} held client(s)`);
+    this.#owner.handOver(this);
+  }
+
+  /**
+   * Hands up to `max` of the oldest held clients to the socket's dial; returns how many. None while
+   * the port has no endpoints (they went again, or the idling proxier dropped the port from its load
+   * balancer): the clients stay held until the next endpoints change or their timeout.
+   */
+  dialSome(max: number): number {
+    let n = 0;
+    for (const connection of this.#held.keys()) {
+      if (n >= max || !this.#lb.serviceHasEndpoints(this.servicePort)) break;
+      n++;
+      this.#release(connection, 'handed-over');
+      if (!connection.proxy()) continue;
+      connection.onClose((c) => {
+        if (c.endpoint !== '') return;
+        this.#owner.counters.handOverFailures++;
+        if (idlerChannels.handOverFailed.hasSubscribers) {
+          idlerChannels.handOverFailed.publish({ service: this.name, protocol: 'TCP' });
+        }
+      });
+    }
+    return n;
+  }
+
+  #release(connection: AcceptedConnection, outcome: IdlerReleaseOutcome): void {
+    const heldAt = this.#held.get(connection);
+    if (heldAt === undefined) return;
+    this.#held.delete(connection);
+    const { budget, counters } = this.#owner;
+    budget.release();
+    const heldMs = this.#owner.now() - heldAt;
+    counters.held--;
+    counters.released++;
+    counters.heldMsTotal += heldMs;
+    if (outcome === 'handed-over') counters.handedOver++;
+    else if (outcome === 'hold-timeout') counters.timeouts++;
+    else if (outcome === 'hold-evicted') counters.evictions++;
+    else if (outcome === 'client-closed') counters.clientsClosed++;
+    else counters.closed++;
+    if (this.#period !== undefined) this.#period.counts[outcome]++;
+    if (idlerChannels.release.hasSubscribers) {
+      const message: IdlerReleaseMessage = {
+        service: this.name,
+        protocol: 'TCP',
+        outcome,
+        heldMs,
+        held: this.#held.size,
+      };
+      idlerChannels.release.publish(message);
+    }
+    if (this.#held.size === 0) this.#endPeriod();
+  }
+
+  #startPeriod(): void {
+    const start = this.#owner.now();
+    this.#period = {
+      start,
+      abort: new AbortController(),
+      counts: {
+        'handed-over': 0,
+        'hold-timeout': 0,
+        'hold-evicted': 0,
+        'client-closed': 0,
+        closed: 0,
+      },
+    };
+    this.#log.info(`${this.name} has no endpoints: holding its clients and asking for pods`);
+    const interval = this.#owner.options.needPodsIntervalMs;
+    if (start - this.#lastNeedPodsAt >= interval) this.#signal(false);
+    else this.#armNeedPods(this.#lastNeedPodsAt + interval - start);
+  }
+
+  #signal(repeat: boolean): void {
+    const period = this.#period;
+    if (period === undefined) return;
+    this.#lastNeedPodsAt = this.#owner.now();
+    this.#owner.needPods.send(this.#service, this.servicePort, 'TCP', repeat, period.abort.signal);
+    this.#armNeedPods(this.#owner.options.needPodsIntervalMs);
+  }
+
+  #armNeedPods(delayMs: number): void {
+    clearTimeout(this.#needPodsTimer);
+    this.#needPodsTimer = setTimeout(
+      () => {
+        this.#needPodsTimer = undefined;
+        if (this.#held.size > 0 && !this.#lb.serviceHasEndpoints(this.servicePort))
+          this.#signal(true);
+      },
+      Math.max(1, delayMs),
+    );
+    this.#needPodsTimer.unref();
+  }
+
+  #endPeriod(): void {
+    const period = this.#period;
+    if (period === undefined) return;
+    this.#period = undefined;
+    period.abort.abort();
+    this.#stopTimers();
+    const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
+    const parts = Object.entries(period.counts)
+      .filter(([, n]) => n > 0)
+      .map(([outcome, n]) => `${n} ${outcome}`);
+    this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
+    if (!this.attached) this.#owner.forget(this);
+  }
+
+  #stopTimers(): void {
+    clearTimeout(this.#timer);
+    clearTimeout(this.#needPodsTimer);
+    this.#timer = undefined;
+    this.#needPodsTimer = undefined;
+  }
+
+  #armTimeout(): void {
+    if (this.#timer !== undefined) return;
+    const oldest = this.#held.values().next().value;
+    if (oldest === undefined) return;
+    const delay = oldest + this.#owner.options.holdTimeoutMs - this.#owner.now();
+    this.#timer = setTimeout(this.#expire, Math.max(1, delay));
+    this.#timer.unref();
+  }
+
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const deadline = this.#owner.now() - this.#owner.options.holdTimeoutMs;
+    let expired = 0;
+    for (const [connection, heldAt] of [...this.#held]) {
+      if (heldAt > deadline) break;
+      expired++;
+      this.#release(connection, 'hold-timeout');
+      connection.refuse('hold-timeout');
+    }
+    if (expired > 0) {
+      this.#log.info(`timed out ${expired} held client(s) of ${this.name} waiting for endpoints`);
+    }
+    this.#armTimeout();
+  };
+}
+
+function more(suppressed: number): string {
+  return suppressed > 0 ? ` (${suppressed} similar suppressed)` : '';
+}

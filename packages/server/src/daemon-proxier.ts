@@ -1,0 +1,80 @@
+import {
+  createProxySocketFactory,
+  type Logger,
+  newCustomProxier,
+  type Proxier,
+  type ProxierOptions,
+  type ProxySocketFactory,
+} from '@userspace-proxy/core';
+import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
+import { withSctp } from '@userspace-proxy/sctp';
+import type { KubeProxyConfiguration } from './config-schema.js';
+import type { ProxySources } from './sources.js';
+
+/** What the daemon serves with: the Proxier it registers, and what must close after its drain. */
+export interface DaemonProxier {
+  proxier: Proxier;
+  /** The idler, with `--idling`: its counters feed the metrics; `close` after the drain. */
+  idler?: Idler;
+  /** Stops the idler's timers and the unidle hook's requests (idempotent). */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the daemon's Proxier from the configuration: TCP and UDP through core's default sockets,
+ * SCTP through `@userspace-proxy/sctp` (RFC 6951 encapsulation on `sctpEncapsulationPort`), and with
+ * `--idling` a HybridProxier that moves idled Services (OpenShift's annotations, no endpoints) to an
+ * idling proxier whose sockets hold their clients and ask for pods — through the source's unidler
+ * on a cluster.
+ */
+export async function buildDaemonProxier(
+  config: KubeProxyConfiguration,
+  options: ProxierOptions,
+  env: { logger: Logger; sources?: ProxySources },
+): Promise<DaemonProxier> {
+  const ext = config.userspaceProxy;
+  const sctp = {
+    encapsulationPort: ext.sctpEncapsulationPort,
+    endpointEncapsulationPort: ext.sctpEncapsulationPort,
+    maxAssociations: ext.sctpMaxAssociationsPerPort,
+    dialTimeoutsMs: [...ext.dialTimeouts],
+  };
+  const withProtocols = (base: ProxySocketFactory): ProxySocketFactory => withSctp(base, sctp);
+  const main = await newCustomProxier(
+    options,
+    withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
+  );
+  if (!ext.idling) return { proxier: main, close: async () => {} };
+  const unidler = env.sources?.createUnidler?.();
+  const idler = new Idler({
+    maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
+    holdTimeoutMs: ext.idlingHoldTimeout,
+    ...(options.recorder ? { recorder: options.recorder } : {}),
+    ...(unidler ? { unidleHook: unidler } : {}),
+    logger: env.logger,
+  });
+  const idling = await newCustomProxier(
+    options,
+    createIdlingProxySocketFactory({
+      idler,
+      base: withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
+      ...(options.proxySocket ?? {}),
+    }),
+  );
+  env.logger.info(
+    `idling on: idled Services hold up to ${ext.idlingMaxHeldPerPort} clients per port for ` +
+      `${ext.idlingHoldTimeout} ms${unidler ? ', and their workloads are scaled back up' : ''}`,
+  );
+  let closed: Promise<void> | undefined;
+  return {
+    proxier: new HybridProxier({ main, idling, idler }),
+    idler,
+    close: () => {
+      closed ??= (async () => {
+        idler.close();
+        await unidler?.close();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { noopLogger } from '@userspace-proxy/core';
+import { createUserspaceSctpEngine, type SctpMessage } from '@userspace-proxy/sctp';
+import { afterEach, describe, expect, it } from 'vitest';
+import { defaultConfiguration } from './config-schema.js';
+import { Daemon } from './daemon.js';
+import { serviceWithSlice } from './test-support/manifests.js';
+import { until } from './test-support/wait.js';
+
+// Loopback addresses of this file: the Service, its SCTP endpoint, the client, the daemon's servers.
+const SERVICE_IP = '127.1.74.1';
+const ENDPOINT_IP = '127.1.74.2';
+const CLIENT_IP = '127.1.74.3';
+const SERVERS_IP = '127.1.74.4';
+/** RFC 6951 encapsulation port of this test (not 9899, so a test never meets a real peer). */
+const ENCAP = 19_899;
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+describe('the daemon with an SCTP Service', () => {
+  it('relays SCTP messages (stream, PPID, boundaries) between a client and the endpoint', async () => {
+    // The endpoint: an SCTP echo server on ENDPOINT_IP, its SCTP port 3868 (Diameter's).
+    const engine = createUserspaceSctpEngine();
+    cleanups.push(() => engine.close());
+    const listener = await engine.listen({
+      address: ENDPOINT_IP,
+      port: 3868,
+      encapsulationPort: ENCAP,
+    });
+    listener.on('association', (association) => {
+      association.on('message', (m: SctpMessage) => {
+        association.send({
+          streamId: m.streamId,
+          ppid: m.ppid,
+          data: Buffer.concat([Buffer.from('echo:'), m.data]),
+        });
+      });
+    });
+
+    const dir = await mkdtemp(join(tmpdir(), 'up-sctp-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const manifest = join(dir, 'services.yaml');
+    await writeFile(
+      manifest,
+      serviceWithSlice({
+        clusterIP: SERVICE_IP,
+        port: 3868,
+        portName: 'diameter',
+        protocol: 'SCTP',
+        endpoints: [{ ip: ENDPOINT_IP, port: 3868 }],
+      }),
+    );
+    const c = defaultConfiguration();
+    c.userspaceProxy.servicesFile = manifest;
+    c.userspaceProxy.sctpEncapsulationPort = ENCAP;
+    c.healthzBindAddress = `${SERVERS_IP}:10256`;
+    c.metricsBindAddress = `${SERVERS_IP}:10249`;
+    c.iptables.minSyncPeriod = 0;
+    const daemon = new Daemon({ config: c, logger: noopLogger, env: {}, listenRetryMs: 50 });
+    cleanups.push(async () => {
+      void daemon.stop('test over', { drain: false });
+      await daemon.exited;
+    });
+    await daemon.start();
+
+    // The client: an association to the Service address, through the daemon.
+    const client = createUserspaceSctpEngine();
+    cleanups.push(() => client.close());
+    const received: SctpMessage[] = [];
+    await until(async () => {
+      try {
+        const association = await client.connect({
+          address: SERVICE_IP,
+          port: 3868,
+          encapsulationPort: ENCAP,
+          localAddress: CLIENT_IP,
+          localEncapsulationPort: ENCAP,
+          signal: AbortSignal.timeout(2_000),
+        });
+        association.on('message', (m: SctpMessage) => received.push(m));
+        association.send({ streamId: 1, ppid: 46, data: Buffer.from('CER') });
+        association.send({ streamId: 0, ppid: 46, data: Buffer.from('DWR') });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'an association through the daemon');
+    await until(() => received.length === 2, 'both answers');
+    const byStream = received
+      .map((m) => [m.streamId, m.ppid, m.data.toString()])
+      .sort((a, b) => Number(a[0]) - Number(b[0]));
+    expect(byStream).toEqual([
+      [0, 46, 'echo:DWR'],
+      [1, 46, 'echo:CER'],
+    ]);
+  });
+});
