@@ -42,17 +42,6 @@ import { type InboundMessage, Receiver } from './reassembly.js';
 import { Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
-export type {
-  AssociationState,
-  PeerParameters,
-  SctpAssociationCounters,
-  SctpAssociationEvents,
-  SctpCloseInfo,
-  SctpCloseReason,
-  SctpMessage,
-  SctpOutboundMessage,
-} from './association-types.js';
-
 /** What an association needs from the endpoint that owns it. */
 export interface AssociationHost {
   readonly timers: SctpTimers;

@@ -10,7 +10,7 @@ import type {
   SctpAssociationEvents,
   SctpCloseInfo,
   SctpOutboundMessage,
-} from './association.js';
+} from './association-types.js';
 import type { SctpAssociationOptions } from './options.js';
 
 /** The RFC 6951 default UDP port for SCTP over UDP. */

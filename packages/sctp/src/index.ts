@@ -10,7 +10,7 @@ export type {
   SctpCloseReason,
   SctpMessage,
   SctpOutboundMessage,
-} from './association.js';
+} from './association-types.js';
 export { crc32c, sctpChecksum, verifySctpChecksum } from './crc32c.js';
 export {
   DEFAULT_ENCAPSULATION_PORT,

@@ -1,8 +1,10 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   type ProxySocket,
   type ProxySocketFactory,
   servicePortNameString,
 } from '@userspace-proxy/core';
+import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
@@ -121,10 +123,28 @@ describe('SctpProxySocket', () => {
     expect(socket.activeConnections?.()).toBe(1);
     const backendSide = b.accepted[0] as SctpAssociation;
     const bc = closed(backendSide);
-    client.shutdown();
-    expect((await closed(client)).reason).toBe('shutdown');
-    expect((await bc).reason).toBe('shutdown');
-    await waitFor(() => socket.activeConnections?.() === 0, 5_000, 'relay gone');
+    const seen: Array<{ service: string; endpoint: string; bytesIn: number; bytesOut: number }> =
+      [];
+    const onClose = (m: unknown): void => {
+      seen.push(m as (typeof seen)[number]);
+    };
+    subscribe(CHANNELS.connectionClose, onClose);
+    try {
+      client.shutdown();
+      expect((await closed(client)).reason).toBe('shutdown');
+      expect((await bc).reason).toBe('shutdown');
+      await waitFor(() => socket.activeConnections?.() === 0, 5_000, 'relay gone');
+      const bytes = msgs.reduce((n, m) => n + m.data.length, 0);
+      await waitFor(() => seen.length === 1, 5_000, 'connectionClose published');
+      expect(seen[0]).toMatchObject({
+        service: key,
+        endpoint: b.endpoint,
+        bytesIn: bytes,
+        bytesOut: bytes,
+      });
+    } finally {
+      unsubscribe(CHANNELS.connectionClose, onClose);
+    }
   });
 
   it('keeps a client on its endpoint (ClientIP affinity) and moves it off a dead one, resetting affinity', async () => {

@@ -17,7 +17,8 @@ import {
   SocketOpenError,
   servicePortNameString,
 } from '@userspace-proxy/core';
-import { isNoEndpointsError, splitHostPort } from '@userspace-proxy/core/sockets';
+import { channels, type RefusedMessage } from '@userspace-proxy/core/diagnostics';
+import { isNoEndpointsError, joinHostPort, splitHostPort } from '@userspace-proxy/core/sockets';
 import type { SctpAssociation, SctpEngine, SctpListener } from './engine.js';
 import { DEFAULT_ENCAPSULATION_PORT } from './engine.js';
 import { createUserspaceSctpEngine } from './engine-userspace.js';
@@ -159,6 +160,15 @@ export class SctpProxySocket implements ProxySocket {
 
   private refuse(client: SctpAssociation, reason: string, detail: string): void {
     this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + 1;
+    if (channels.refused.hasSubscribers) {
+      const published: RefusedMessage['reason'] =
+        reason === 'no-endpoints' || reason === 'dial-failed'
+          ? reason
+          : reason === 'association-limit'
+            ? 'connection-limit'
+            : 'other';
+      channels.refused.publish({ service: this.name, protocol: 'SCTP', reason: published, detail });
+    }
     this.log.debug(
       `${this.name}: refusing SCTP association from ${client.remoteAddress}:${client.remotePort}: ${detail}`,
     );
@@ -183,16 +193,38 @@ export class SctpProxySocket implements ProxySocket {
     }
     client.pause(); // what arrives before the endpoint is up waits (its window closes)
     this.track(client);
+    const started = performance.now();
     void this.dial(client).then(
-      (endpoint) => {
-        if (endpoint === undefined) return;
+      (dialed) => {
+        if (dialed === undefined) return;
+        const { association: endpoint, endpoint: target } = dialed;
         if (client.closeInfo) {
           endpoint.abort('client went away during the dial');
           return;
         }
         this.counters.relayed++;
-        relayAssociations(client, endpoint);
+        const relay = relayAssociations(client, endpoint);
         client.resume();
+        if (channels.connectionOpen.hasSubscribers) {
+          const from = joinHostPort(client.remoteAddress, client.remotePort);
+          channels.connectionOpen.publish({
+            service: this.name,
+            protocol: 'SCTP',
+            client: from,
+            endpoint: target,
+          });
+        }
+        void relay.done.then(() => {
+          if (!channels.connectionClose.hasSubscribers) return;
+          channels.connectionClose.publish({
+            service: this.name,
+            protocol: 'SCTP',
+            endpoint: target,
+            bytesIn: relay.counters.bytesToEndpoint,
+            bytesOut: relay.counters.bytesToClient,
+            durationMs: performance.now() - started,
+          });
+        });
       },
       (err: unknown) => this.refuse(client, 'internal-error', String(err)),
     );
@@ -209,7 +241,9 @@ export class SctpProxySocket implements ProxySocket {
   }
 
   /** Dials like the TCP socket: one endpoint per timeout, affinity reset after a failure. */
-  private async dial(client: SctpAssociation): Promise<SctpAssociation | undefined> {
+  private async dial(
+    client: SctpAssociation,
+  ): Promise<{ association: SctpAssociation; endpoint: string } | undefined> {
     const src = { address: client.remoteAddress, port: client.remotePort };
     let lastError: unknown;
     for (let i = 0; i < this.opts.dialTimeoutsMs.length; i++) {
@@ -236,16 +270,21 @@ export class SctpProxySocket implements ProxySocket {
       client.once('close', onClientClose);
       this.dials.add(ac);
       try {
-        return await this.engine.connect({
+        const association = await this.engine.connect({
           address: target.host,
           port: target.port,
           encapsulationPort: this.opts.endpointEncapsulationPort,
           signal: ac.signal,
           association: this.opts.association,
         });
+        return { association, endpoint };
       } catch (err) {
         lastError = err;
         this.counters.dialFailures++;
+        if (channels.dialError.hasSubscribers) {
+          const error = err instanceof Error ? err : new Error(String(err));
+          channels.dialError.publish({ service: this.name, protocol: 'SCTP', endpoint, error });
+        }
         this.log.debug(`${this.name}: SCTP dial to ${endpoint} failed: ${String(err)}`);
       } finally {
         clearTimeout(timer);

@@ -6,7 +6,7 @@
  * graceful shutdown of the other once everything before it was handed over; an abnormal close on
  * one side aborts the other.
  */
-import type { SctpCloseInfo, SctpMessage } from './association.js';
+import type { SctpCloseInfo, SctpMessage } from './association-types.js';
 import type { SctpAssociation } from './engine.js';
 
 /** Totals of one relay. */
