@@ -10,8 +10,8 @@
  * Imports the idler by path: bench/package.json does not depend on @userspace-proxy/idler (yet).
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import net from 'node:net';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type ProxySocket, RoundRobinLoadBalancer, type ServiceInfo } from '@userspace-proxy/core';
 import { createSocketContext, type StandaloneSocketContext } from '@userspace-proxy/core/sockets';
