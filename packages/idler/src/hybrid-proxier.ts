@@ -398,8 +398,8 @@ export class HybridProxier implements Proxier {
       const from = this.#proxier(delivered.owner);
       from.onServiceDelete(delivered.service);
       state.delivered = undefined;
-      from.sync();
       state.switching = { phase: 'releasing', to };
+      from.sync();
     } else if (delivered === undefined) {
       // The add never reached the old owner (a switch back before it was released): give it now.
       state.switching = { phase: 'releasing', to };
@@ -430,8 +430,10 @@ export class HybridProxier implements Proxier {
       if (ports.some((port) => from.getServiceInfo(port) !== undefined)) return;
       if (switching.to === 'main') this.#refeedIdler(state);
       this.#deliver(state, switching.to);
-      this.#proxier(switching.to).sync();
+      // Set before asking for the sync: a sync may report (and call back here) before it returns.
       switching.phase = 'opening';
+      this.#proxier(switching.to).sync();
+      if (state.switching !== switching) return;
     }
     const to = this.#proxier(switching.to);
     if (ports.some((port) => to.getServiceInfo(port) === undefined)) return;
