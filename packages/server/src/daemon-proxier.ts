@@ -67,7 +67,14 @@ export async function buildDaemonProxier(
   );
   let closed: Promise<void> | undefined;
   return {
-    proxier: new HybridProxier({ main, idling, idler }),
+    // Each proxier has a load balancer of its own (none is passed in the options): removing a port
+    // from one must never wipe the other's rotation. Conntrack is cleared on every switch.
+    proxier: new HybridProxier({
+      main,
+      idling,
+      idler,
+      ...(options.conntrack ? { conntrack: options.conntrack } : {}),
+    }),
     idler,
     close: () => {
       closed ??= (async () => {
