@@ -153,7 +153,7 @@ export class UdpProxySocket extends ListeningSocket {
       session = this.#openSession(rinfo.address, rinfo.port);
       if (session === undefined) return;
     }
-    session.lastActive = performance.now();
+    session.touched = true;
     session.send(datagram);
   };
 
@@ -227,7 +227,7 @@ export class UdpProxySocket extends ListeningSocket {
   /** A reply goes out from the Service's socket, so the client sees the address it sent to. */
   #reply(session: UdpSession, datagram: Buffer): void {
     if (this.#closed !== undefined) return;
-    session.lastActive = performance.now();
+    session.touched = true;
     try {
       this.#socket.send(datagram, session.clientPort, session.clientAddress);
     } catch (error) {
