@@ -11,10 +11,12 @@
  *        [--only conn,ping,udp] [--node-arg ARG]...   (e.g. --node-arg --cpu-prof-dir=/tmp/prof
  *        --node-arg --cpu-prof to profile the proxy) [--callgrind] [--attach 'strace -c -f -p']
  *
- * --callgrind runs the proxy under `valgrind --tool=callgrind` (node --jitless, so the count does
- * not depend on when the JIT kicks in) and prints instructions per unit instead of CPU-µs; the
- * counters are zeroed before and dumped after each measure with callgrind_control. Use small
- * counts (--conns 300 --pings 1000): valgrind runs the proxy some 50 times slower.
+ * --callgrind runs the proxy under `valgrind --tool=callgrind` and prints instructions per unit
+ * instead of CPU-µs (the unit of the table is then instructions, not µs); the counters are zeroed
+ * after the warm-up and dumped after each measure with callgrind_control, so startup and the JIT's
+ * first compilations are left out (add `--node-arg --jitless` for counts that never depend on when
+ * V8 optimises). Use small counts (--conns 1000 --pings 2000): valgrind runs the proxy some 50
+ * times slower.
  *
  * Each subject runs as users run it: the daemon with a config file in service-port-portal mode on
  * a random loopback address (the same config as `pnpm bench --peers`), the naive relay as
@@ -225,8 +227,13 @@ function udpPings(host: string, port: number, count: number): Promise<void> {
   });
 }
 
-async function waitUp(host: string, port: number, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 30_000;
+async function waitUp(
+  host: string,
+  port: number,
+  child: ChildProcess,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the proxy exited (${child.exitCode})`);
     try {
@@ -279,7 +286,6 @@ async function runSubject(
           '--tool=callgrind',
           `--callgrind-out-file=${cgOut}`,
           process.execPath,
-          '--jitless',
           ...args.nodeArgs,
           ...nodeArgs,
         ],
@@ -293,7 +299,7 @@ async function runSubject(
   );
   const out: Partial<Record<Measure, number>> = {};
   try {
-    await waitUp(ip, PORTS.http, child);
+    await waitUp(ip, PORTS.http, child, args.callgrind ? 300_000 : 30_000);
     const pid = child.pid as number;
     const measure = async (name: Measure, units: number, work: () => Promise<void>) => {
       if (args.callgrind) {
@@ -379,7 +385,7 @@ async function main(): Promise<void> {
           if (v !== undefined) row[m].push(v);
         }
         const shown = Object.entries(r)
-          .map(([k, v]) => `${k} ${v.toFixed(1)} µs`)
+          .map(([k, v]) => `${k} ${v.toFixed(1)}${args.callgrind ? ' instructions' : ' µs'}`)
           .join(', ');
         console.log(`rep ${rep} ${subject.label}: ${shown}`);
       }
@@ -387,16 +393,25 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log('\nproxy CPU, median of repetitions:');
+  const unit = args.callgrind ? 'instructions' : 'µs of CPU';
+  console.log(`\nproxy ${unit} per unit, median of repetitions:`);
   console.log(
-    '| subject | CPU-s per 10 000 connections | µs per TCP round trip | µs per UDP round trip |',
+    args.callgrind
+      ? '| subject | instructions per connection | per TCP round trip | per UDP round trip |'
+      : '| subject | CPU-s per 10 000 connections | µs per TCP round trip | µs per UDP round trip |',
   );
   console.log('|---|---|---|---|');
   for (const [label, row] of results) {
-    const cell = (xs: number[], scale: number) =>
-      xs.length === 0 ? '–' : (median(xs) * scale).toFixed(scale === 1 ? 1 : 2);
+    const cell = (xs: number[], scale: number) => {
+      if (xs.length === 0) return '–';
+      const v = median(xs) * scale;
+      return args.callgrind
+        ? Math.round(v).toLocaleString('en-US')
+        : v.toFixed(scale === 1 ? 1 : 2);
+    };
+    const connScale = args.callgrind ? 1 : 0.01;
     console.log(
-      `| ${label} | ${cell(row.conn, 0.01)} | ${cell(row.ping, 1)} | ${cell(row.udp, 1)} |`,
+      `| ${label} | ${cell(row.conn, connScale)} | ${cell(row.ping, 1)} | ${cell(row.udp, 1)} |`,
     );
   }
 }
