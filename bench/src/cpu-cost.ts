@@ -23,6 +23,9 @@
  * bench/src/peers/helpers/naive-relay.mjs. The backend is a separate Node process (a one-reply
  * "HTTP" server that closes after answering, and TCP/UDP echo servers), so only the proxy's own
  * CPU is counted. The figures are medians over the repetitions.
+ *
+ * This file is longer than 400 lines because it is one self-contained script (argument parsing,
+ * backend, load generators, /proc and callgrind readers, the table), run by `tsx` on its own.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
