@@ -63,9 +63,24 @@ export interface MetricCatalog {
   readonly httpRefused: Counter<'server' | 'reason'>;
 }
 
+/** Options of {@link createMetricCatalog}. */
+export interface MetricCatalogOptions {
+  /**
+   * Called before the per-connection counters and gauges (connections, connections_active, bytes,
+   * udp_sessions, udp_sessions_active) are read: a caller that counts per connection in plain
+   * numbers adds its counts to them here, once per scrape instead of once per event.
+   */
+  beforeCollect?: () => void;
+}
+
 /** Creates every metric in `registry` (the build info gauge set to 1). */
-export function createMetricCatalog(registry: Registry): MetricCatalog {
+export function createMetricCatalog(
+  registry: Registry,
+  options: MetricCatalogOptions = {},
+): MetricCatalog {
   const registers = [registry];
+  const { beforeCollect } = options;
+  const collect = beforeCollect === undefined ? {} : { collect: () => beforeCollect() };
   new Gauge({
     name: 'userspace_proxy_build_info',
     help: 'A metric with a constant 1 value labelled by the daemon version and the Node.js version',
@@ -136,12 +151,14 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     help: 'Connections accepted and connected to an endpoint, per Service port',
     labelNames,
     registers,
+    ...collect,
   });
   const connectionsActive = new Gauge({
     name: `${up}_connections_active`,
     help: 'Proxied connections open now, per Service port',
     labelNames,
     registers,
+    ...collect,
   });
   const connectionDuration = new Histogram({
     name: `${up}_connection_duration_seconds`,
@@ -155,6 +172,7 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     help: 'Bytes proxied, per Service port and direction (to_endpoint: from clients; to_client: from endpoints), counted when a connection or UDP session ends',
     labelNames: [...labelNames, 'direction'],
     registers,
+    ...collect,
   });
   const dialFailures = new Counter({
     name: `${up}_dial_failures_total`,
@@ -173,12 +191,14 @@ export function createMetricCatalog(registry: Registry): MetricCatalog {
     help: 'UDP client sessions started, per Service port',
     labelNames,
     registers,
+    ...collect,
   });
   const udpSessionsActive = new Gauge({
     name: `${up}_udp_sessions_active`,
     help: 'UDP client sessions open now, per Service port',
     labelNames,
     registers,
+    ...collect,
   });
   const acceptErrors = new Counter({
     name: `${up}_accept_errors_total`,

@@ -189,8 +189,8 @@ class EndpointDialer {
     const timeoutMs = this.#timeouts[this.#attempts] as number;
     this.#attempts++;
     this.#endpoint = endpoint;
-    const target = splitHostPort(endpoint);
-    if (target === undefined || net.isIP(target.host) === 0 || target.port === 0) {
+    const target = dialTarget(endpoint);
+    if (target === null) {
       this.#failed(new Error(`invalid endpoint "${endpoint}"`));
       return;
     }
@@ -298,3 +298,25 @@ class EndpointDialer {
 }
 
 function ignore(): void {}
+
+/** Endpoints parsed once: a Service's few endpoints are dialled over and over. */
+const targets = new Map<string, Readonly<{ host: string; port: number }> | null>();
+/** Entries kept in {@link targets}; past that it starts afresh (endpoints churn in a long run). */
+const TARGET_CACHE_LIMIT = 4096;
+
+/**
+ * The host and port of an endpoint "ip:port", or null when it is not a valid IP endpoint. Cached:
+ * splitting, `net.isIP` and the object were a measurable part of each connection's dial.
+ */
+function dialTarget(endpoint: string): Readonly<{ host: string; port: number }> | null {
+  let target = targets.get(endpoint);
+  if (target !== undefined) return target;
+  const split = splitHostPort(endpoint);
+  target =
+    split === undefined || net.isIP(split.host) === 0 || split.port === 0
+      ? null
+      : { host: split.host, port: split.port };
+  if (targets.size >= TARGET_CACHE_LIMIT) targets.clear();
+  targets.set(endpoint, target);
+  return target;
+}

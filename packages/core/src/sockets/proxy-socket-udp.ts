@@ -1,4 +1,5 @@
 import dgram from 'node:dgram';
+import dns from 'node:dns';
 import net from 'node:net';
 import {
   channels,
@@ -160,7 +161,7 @@ export class UdpProxySocket extends ListeningSocket {
       session = this.#openSession(rinfo.address, rinfo.port);
       if (session === undefined) return;
     }
-    session.lastActive = performance.now();
+    session.touched = true;
     session.send(datagram);
   };
 
@@ -243,7 +244,7 @@ export class UdpProxySocket extends ListeningSocket {
   /** A reply goes out from the Service's socket, so the client sees the address it sent to. */
   #reply(session: UdpSession, datagram: Buffer): void {
     if (this.#closed !== undefined) return;
-    session.lastActive = performance.now();
+    session.touched = true;
     try {
       this.#socket.send(datagram, session.clientPort, session.clientAddress);
     } catch (error) {
@@ -330,8 +331,8 @@ function bindSocket(
   const make = createSocket ?? dgram.createSocket;
   const socket = make(
     bufferBytes > 0
-      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes }
-      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES },
+      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes, lookup: literalLookup }
+      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES, lookup: literalLookup },
   );
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => {
@@ -349,3 +350,20 @@ function bindSocket(
     });
   });
 }
+
+/**
+ * The Service socket's address lookup. Every reply is sent to a client's address (always an IP
+ * literal, from `rinfo`), and dgram resolves the address of every unconnected send: the default
+ * `dns.lookup` answers an IP literal only on the next tick, so each reply paid a validation, a
+ * deferred callback and a trip through the tick queue. This answers IP literals at once; a name
+ * (never sent to here) still goes to `dns.lookup`.
+ */
+const literalLookup = ((
+  hostname: string,
+  options: dns.LookupOneOptions,
+  callback: (error: NodeJS.ErrnoException | null, address: string, family: number) => void,
+): void => {
+  const family = net.isIP(hostname);
+  if (family !== 0) callback(null, hostname, family);
+  else dns.lookup(hostname, options, callback);
+}) as NonNullable<dgram.SocketOptions['lookup']>;

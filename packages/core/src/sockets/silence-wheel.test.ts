@@ -46,3 +46,28 @@ describe('SilenceWheel', () => {
     expect(expire).not.toHaveBeenCalled();
   });
 });
+
+describe('SilenceWheel with touched members', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('stamps a touched member at the next tick and still expires it within 1 to 1.125 timeouts', () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+    const expire = vi.fn();
+    const wheel = SilenceWheel.for(1600);
+    const m: Silent & { lastActive: number; touched: boolean } = {
+      lastActive: performance.now(),
+      touched: false,
+      expire,
+    };
+    wheel.add(m);
+    vi.advanceTimersByTime(1000);
+    m.touched = true; // activity at 1000 ms, between ticks
+    vi.advanceTimersByTime(1599); // 1599 ms after the activity: never early
+    expect(expire).not.toHaveBeenCalled();
+    expect(m.touched).toBe(false);
+    vi.advanceTimersByTime(1000 + 1800 - 2599); // 1.125 timeouts after the activity
+    expect(expire).toHaveBeenCalledTimes(1);
+  });
+});

@@ -224,7 +224,7 @@ class Pump {
   /** One read of `n` bytes into `buf`; false stops reading until the write completes. */
   onRead(src: net.Socket, n: number, buf: Buffer): boolean {
     this.#src = src;
-    this.#relay.lastActive = performance.now();
+    this.#relay.touched = true;
     const dst = this.#dst;
     if (dst === undefined || !dst.writable) {
       // Nowhere to put the bytes: the relay is being torn down.
@@ -266,7 +266,7 @@ class Pump {
 
   /** A chunk read through 'data' events. */
   onData(chunk: Buffer): void {
-    this.#relay.lastActive = performance.now();
+    this.#relay.touched = true;
     if (!this.#dst?.write(chunk)) this.#src?.pause();
   }
 
@@ -302,8 +302,13 @@ export class TcpRelay implements Silent {
   readonly up: Pump;
   /** Backend → client. */
   readonly down: Pump;
-  /** `performance.now()` at the last byte read either way; the timeouts measure from it. */
+  /**
+   * `performance.now()` at `start`, then at the first wheel tick after a byte was read either way
+   * (see {@link touched}); the timeouts measure from it.
+   */
   lastActive = 0;
+  /** Set on every read instead of reading the clock; a {@link SilenceWheel} tick stamps `lastActive`. */
+  touched = false;
   readonly #opts: TcpRelayOptions;
   #client: net.Socket | undefined;
   #backend: net.Socket | undefined;

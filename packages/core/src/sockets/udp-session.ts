@@ -47,8 +47,13 @@ export class UdpSession implements Silent {
   readonly clientPort: number;
   readonly client: string;
   readonly endpoint: string;
-  /** `performance.now()` at the last datagram either way (set by the owner). */
+  /**
+   * `performance.now()` when the session opened, then at the first idle-wheel tick after a datagram
+   * either way (the owner sets {@link touched} per datagram instead of reading the clock).
+   */
   lastActive = 0;
+  /** Set by the owner on every datagram either way; the idle wheel's tick stamps `lastActive`. */
+  touched = false;
   /** Datagrams and bytes from the client to the endpoint. */
   datagramsIn = 0;
   bytesIn = 0;
