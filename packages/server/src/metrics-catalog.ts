@@ -28,6 +28,7 @@ export const REFUSAL_REASONS: readonly RefusedMessage['reason'][] = [
   'connection-limit',
   'udp-session-limit',
   'policy',
+  'source-range',
   'other',
 ];
 /** The `direction` label values of userspace_proxy_bytes_total. */
@@ -182,7 +183,7 @@ export function createMetricCatalog(
   });
   const refused = new Counter({
     name: `${up}_refused_total`,
-    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, policy, other)',
+    help: 'Clients refused, per Service port and reason (no-endpoints, dial-failed, connection-limit, udp-session-limit, policy, source-range, other)',
     labelNames: [...labelNames, 'reason'],
     registers,
   });
