@@ -59,7 +59,7 @@ function render() {
     const eps = p.endpoints === null ? 'unknown' : p.endpoints.length === 0 ? 'none' : p.endpoints.join('\\n');
     tr.append(el('td', eps, p.endpoints !== null && p.endpoints.length === 0 ? 'pre warn' : 'pre'));
     tr.append(el('td', p.ejected === null ? 'n/a' : p.ejected.length === 0 ? '-' : p.ejected.join('\\n'), 'pre'));
-    tr.append(el('td', p.connectionsActive, 'num active'), el('td', p.connectionsTotal, 'num'));
+    tr.append(el('td', p.connectionsActive, p.connectionsActive > 0 ? 'num active' : 'num'), el('td', p.connectionsTotal, 'num'));
     tr.append(el('td', fmtBytes(p.bytesIn), 'num'), el('td', fmtBytes(p.bytesOut), 'num'));
     tr.append(el('td', p.udpSessionsActive, 'num'), el('td', p.heldConnections === null ? 'off' : p.heldConnections, 'num'));
     const reasons = Object.entries(p.refused).map(([k, v]) => k + ' ' + v).join('\\n');
