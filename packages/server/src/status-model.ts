@@ -1,4 +1,10 @@
-import type { Protocol, Proxier, Service, ServiceHandler } from '@userspace-proxy/core';
+import type {
+  Protocol,
+  Proxier,
+  Service,
+  ServiceHandler,
+  ServiceInfo,
+} from '@userspace-proxy/core';
 import { servicePortNameString } from '@userspace-proxy/core';
 import type { Registry } from 'prom-client';
 import { logSafe } from './log-safe.js';
@@ -168,14 +174,28 @@ export async function buildStatusModel(src: StatusSources): Promise<StatusModel>
     series(r, 'userspace_proxy_idler_held_connections'),
   ]);
   const lastTimestamp = await single(r, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds');
-  const infos = src.proxier()?.serviceInfos() ?? [];
+  // Indexed once, so that a page of thousands of Services costs one pass over each source.
+  const infos = new Map<string, ServiceInfo[]>();
+  for (const info of src.proxier()?.serviceInfos() ?? []) {
+    const k = `${info.serviceRef.namespace ?? ''}/${info.serviceRef.name}`;
+    const list = infos.get(k);
+    if (list === undefined) infos.set(k, [info]);
+    else list.push(info);
+  }
+  const reasonsOf = new Map<string, Record<string, number>>();
+  for (const [k, v] of refused) {
+    const cut = k.lastIndexOf('|');
+    if (v <= 0 || cut < 0) continue;
+    const base = k.slice(0, cut);
+    const reasons = reasonsOf.get(base) ?? {};
+    reasons[k.slice(cut + 1)] = v;
+    reasonsOf.set(base, reasons);
+  }
   const ports: StatusServicePort[] = [];
   for (const service of src.catalog.services()) {
     const namespace = service.metadata.namespace ?? '';
     const name = service.metadata.name ?? '';
-    const own = infos.filter(
-      (i) => i.serviceRef.namespace === namespace && i.serviceRef.name === name,
-    );
+    const own = infos.get(`${namespace}/${name}`) ?? [];
     const specPorts = service.spec?.ports ?? [];
     const description = logSafe(
       String(service.metadata.annotations?.[DESCRIPTION_ANNOTATION] ?? ''),
@@ -194,10 +214,7 @@ export async function buildStatusModel(src: StatusSources): Promise<StatusModel>
             (sp.nodePort !== undefined && sp.nodePort !== 0 && i.portal.port === sp.nodePort)),
       );
       const m = `${key}|${protocol}`;
-      const reasons: Record<string, number> = {};
-      for (const [k, v] of refused) {
-        if (k.startsWith(`${m}|`) && v > 0) reasons[k.slice(m.length + 1)] = v;
-      }
+      const reasons = reasonsOf.get(m) ?? {};
       ports.push({
         namespace,
         name,
