@@ -34,8 +34,7 @@ import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
 import { createSources, type SourceFactoryOptions } from './source-select.js';
 import type { ProxySources } from './sources.js';
-import { buildStatusModel, ServiceCatalog, type StatusModel } from './status-model.js';
-import { StatusRecorder } from './status-recorder.js';
+import { type StatusModel, startDaemonStatus } from './status-model.js';
 import { VERSION } from './version.js';
 import { observeSources } from './wiring.js';
 
@@ -212,21 +211,14 @@ export class Daemon {
     const configs: { run(signal: AbortSignal): Promise<void> }[] = [services];
     const observed = observeSources(this.metrics);
     services.registerEventHandler(observed.services);
-    const catalog = new ServiceCatalog();
-    services.registerEventHandler(catalog);
-    const statusRecorder = new StatusRecorder();
-    this.#cleanups.push(() => statusRecorder.close());
-    this.#status = () =>
-      buildStatusModel({
-        version: VERSION,
-        proxyMode: mode,
-        registry: this.metrics.registry,
-        catalog,
-        recorder: statusRecorder,
-        proxier: () => this.#proxier,
-        endpoints: (svcPort) => loadBalancer.endpoints(svcPort),
-        idling: config.userspaceProxy.idling,
-      });
+    const status = startDaemonStatus({
+      ...{ version: VERSION, proxyMode: mode, registry: this.metrics.registry },
+      ...{ proxier: () => this.#proxier, idling: config.userspaceProxy.idling },
+      endpoints: (svcPort) => loadBalancer.endpoints(svcPort),
+    });
+    services.registerEventHandler(status.catalog);
+    this.#cleanups.push(() => status.close());
+    this.#status = () => status.build();
     if (sources.endpointSlices) {
       const slices = new EndpointSliceConfig(sources.endpointSlices, { logger: log });
       slices.registerEventHandler(proxier);

@@ -8,7 +8,7 @@ import type {
 import { servicePortNameString } from '@userspace-proxy/core';
 import type { Registry } from 'prom-client';
 import { logSafe } from './log-safe.js';
-import type { StatusRecorder } from './status-recorder.js';
+import { StatusRecorder } from './status-recorder.js';
 
 /**
  * The status model: what `/status`, `/status.json` and `userspace-proxy status` show, built per
@@ -255,5 +255,23 @@ export async function buildStatusModel(src: StatusSources): Promise<StatusModel>
     },
     servicePorts: ports,
     recentErrors: src.recorder.recentErrors(),
+  };
+}
+
+/** A daemon's status: the catalog to register on its ServiceConfig, the builder, and `close`. */
+export interface DaemonStatus {
+  catalog: ServiceCatalog;
+  build(): Promise<StatusModel>;
+  close(): void;
+}
+
+/** Starts the recorder (it subscribes to core's channels) and a catalog for a daemon. */
+export function startDaemonStatus(src: Omit<StatusSources, 'catalog' | 'recorder'>): DaemonStatus {
+  const catalog = new ServiceCatalog();
+  const recorder = new StatusRecorder();
+  return {
+    catalog,
+    build: () => buildStatusModel({ ...src, catalog, recorder }),
+    close: () => recorder.close(),
   };
 }
