@@ -62,7 +62,8 @@ finish for up to --drain-timeout, then exit 0. docs/operations.md has every flag
 Examples:
   userspace-proxy --services-file services.yaml --metrics-bind-address 127.0.0.1:10249
   userspace-proxy --config /etc/userspace-proxy/config.yaml
-  userspace-proxy --cleanup`;
+  userspace-proxy --cleanup
+  userspace-proxy status [--json] [--metrics-address 127.0.0.1:10249]`;
 
 /**
  * What commander left over: unknown flags (without their `=value`) and positional arguments. A word

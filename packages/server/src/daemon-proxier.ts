@@ -53,8 +53,10 @@ export async function buildDaemonProxier(
     ...(unidler ? { unidleHook: unidler } : {}),
     logger: env.logger,
   });
+  // The idling proxier keeps its own load balancer (the daemon's is the main proxier's).
+  const { loadBalancer: _main, ...idlingOptions } = options;
   const idling = await newCustomProxier(
-    options,
+    idlingOptions,
     createIdlingProxySocketFactory({
       idler,
       base: withProtocols(createProxySocketFactory(options.proxySocket ?? {})),

@@ -11,6 +11,7 @@ import {
   type ObjectReference,
   type Proxier,
   type ProxierOptions,
+  RoundRobinLoadBalancer,
   ServiceConfig,
 } from '@userspace-proxy/core';
 import { CHANNELS } from '@userspace-proxy/core/diagnostics';
@@ -33,6 +34,7 @@ import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
 import { createSources, type SourceFactoryOptions } from './source-select.js';
 import type { ProxySources } from './sources.js';
+import { type StatusModel, startDaemonStatus } from './status-model.js';
 import { VERSION } from './version.js';
 import { observeSources } from './wiring.js';
 
@@ -81,6 +83,7 @@ export class Daemon {
   #draining = false;
   #eligible: (() => boolean) | undefined;
   readonly #skipDrain = new AbortController();
+  #status: (() => Promise<StatusModel>) | undefined;
   readonly metrics: ProxyMetrics;
   readonly health: ProxierHealth;
   readonly nodeRef: ObjectReference;
@@ -158,19 +161,24 @@ export class Daemon {
     });
     if (this.#stopping !== undefined) return; // stopped (a signal) while waiting
     const redirect = mode === 'userspace';
-    const proxierOptions = proxierOptionsFor(config, {
-      logger: log,
-      recorder,
-      sourceNodeIPs: nodeIPs,
-      // iptables commands logged at trace (-v 3 and up); conntrack logs its own
-      portals: redirect
-        ? new IptablesPortalManager({
-            logger: log,
-            runner: new LoggingCommandRunner({ logger: log }),
-          })
-        : undefined,
-      conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
-    });
+    // The daemon's own load balancer, so that the status page can show each port's rotation.
+    const loadBalancer = new RoundRobinLoadBalancer({ logger: log });
+    const proxierOptions: ProxierOptions = {
+      loadBalancer,
+      ...proxierOptionsFor(config, {
+        logger: log,
+        recorder,
+        sourceNodeIPs: nodeIPs,
+        // iptables commands logged at trace (-v 3 and up); conntrack logs its own
+        portals: redirect
+          ? new IptablesPortalManager({
+              logger: log,
+              runner: new LoggingCommandRunner({ logger: log }),
+            })
+          : undefined,
+        conntrack: redirect ? new ExecConntrackCleaner({ logger: log }) : undefined,
+      }),
+    };
     let proxier: Proxier;
     if (this.#options.createProxier !== undefined) {
       proxier = await this.#options.createProxier(proxierOptions);
@@ -203,6 +211,14 @@ export class Daemon {
     const configs: { run(signal: AbortSignal): Promise<void> }[] = [services];
     const observed = observeSources(this.metrics);
     services.registerEventHandler(observed.services);
+    const status = startDaemonStatus({
+      ...{ version: VERSION, proxyMode: mode, registry: this.metrics.registry },
+      ...{ proxier: () => this.#proxier, idling: config.userspaceProxy.idling },
+      endpoints: (svcPort) => loadBalancer.endpoints(svcPort),
+    });
+    services.registerEventHandler(status.catalog);
+    this.#cleanups.push(() => status.close());
+    this.#status = () => status.build();
     if (sources.endpointSlices) {
       const slices = new EndpointSliceConfig(sources.endpointSlices, { logger: log });
       slices.registerEventHandler(proxier);
@@ -282,6 +298,7 @@ export class Daemon {
           registry: this.metrics.registry,
           proxyMode: mode,
           configz: () => configzBody(config),
+          status: () => this.status(),
           limits: limits('metrics'),
         }),
         'FailedToStartMetricServer',
@@ -306,6 +323,11 @@ export class Daemon {
         void this.stop('bind failure', { exitCode: 1, drain: false });
       });
     }
+  }
+
+  /** The status model (`/status.json`); an empty one before the daemon has started. */
+  status(): Promise<StatusModel | Record<string, never>> {
+    return this.#status?.() ?? Promise.resolve({});
   }
 
   #sourcesEligible(): boolean {

@@ -55,7 +55,7 @@ describe('docs/operations.md', () => {
     const sources = (await read('packages/server/src/health-server.ts')).concat(
       await read('packages/server/src/metrics-server.ts'),
     );
-    const paths = new Set([...sources.matchAll(/'(\/[a-zA-Z][a-zA-Z/]*)'/g)].map((m) => m[1]));
+    const paths = new Set([...sources.matchAll(/'(\/[a-zA-Z][a-zA-Z/.]*)'/g)].map((m) => m[1]));
     expect([...paths].sort()).toEqual([
       '/configz',
       '/healthz',
@@ -63,6 +63,8 @@ describe('docs/operations.md', () => {
       '/livez',
       '/metrics',
       '/proxyMode',
+      '/status',
+      '/status.json',
     ]);
     expect([...paths].filter((path) => !docs.includes(`\`${path}\``))).toEqual([]);
   });

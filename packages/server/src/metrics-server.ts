@@ -2,11 +2,13 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { notFound } from './health-server.js';
 import { createLimitedServer, type HttpLimits } from './http-guard.js';
+import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page.js';
 
 /**
  * The metrics server (`metricsBindAddress`, 127.0.0.1:10249 by default): kube-proxy's paths.
  * `/metrics` (Prometheus text), `/healthz` (the generic "ping" check: it says the process answers,
- * not that the proxy is in sync; that is the health server's job), `/proxyMode` and `/configz`.
+ * not that the proxy is in sync; that is the health server's job), `/proxyMode` and `/configz`; and
+ * ours, `/status` (a live HTML page) and `/status.json` (its model) when a status source is given.
  * None of it is authenticated, which is why it listens on loopback unless configured otherwise.
  */
 
@@ -17,6 +19,8 @@ export interface MetricsServerOptions {
   proxyMode: string;
   /** The /configz body, computed per request (the configuration is immutable, but cheap to render). */
   configz: () => string;
+  /** The `/status.json` model (status-model.ts); without it `/status` and `/status.json` are 404. */
+  status?: () => Promise<unknown>;
   /** Connection cap, timeouts and descriptor reserve (http-guard.ts); each has a default. */
   limits?: HttpLimits;
 }
@@ -85,9 +89,37 @@ export function metricsHandler(options: MetricsServerOptions) {
         res.end(body);
         return;
       }
+      case '/status':
+        if (options.status === undefined) break;
+        res.writeHead(200, {
+          'Content-Type': 'text/html; charset=utf-8',
+          'Content-Security-Policy': STATUS_PAGE_CSP,
+          'X-Content-Type-Options': 'nosniff',
+          'Cache-Control': 'no-store',
+        });
+        res.end(STATUS_PAGE_HTML);
+        return;
+      case '/status.json':
+        if (options.status === undefined) break;
+        options.status().then(
+          (model) => {
+            res.writeHead(200, {
+              'Content-Type': 'application/json',
+              'X-Content-Type-Options': 'nosniff',
+              'Cache-Control': 'no-store',
+            });
+            res.end(`${JSON.stringify(model)}\n`);
+          },
+          (err: unknown) => {
+            res.writeHead(500, TEXT);
+            res.end(`error building status: ${err instanceof Error ? err.message : String(err)}\n`);
+          },
+        );
+        return;
       default:
-        notFound(res);
+        break;
     }
+    notFound(res);
   };
 }
 

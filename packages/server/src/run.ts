@@ -10,6 +10,7 @@ import { watchFile } from './file-watch.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { createDaemonLogger } from './logging.js';
 import { chooseSource } from './sources.js';
+import { runStatusCommand } from './status-cli.js';
 
 /**
  * The command: flags and file to a configuration, then `--write-config-to`, `--cleanup` or the
@@ -70,6 +71,7 @@ export async function runCommand(
   argv: readonly string[],
   io: CommandIO = processIO,
 ): Promise<number> {
+  if (argv[0] === 'status') return runStatusCommand(argv.slice(1), io);
   const parsed = parseCommandLine(argv);
   if (parsed.kind === 'exit') {
     io.stdout(parsed.stdout);
