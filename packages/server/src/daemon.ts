@@ -215,6 +215,7 @@ export class Daemon {
       ...{ version: VERSION, proxyMode: mode, registry: this.metrics.registry },
       ...{ proxier: () => this.#proxier, idling: config.userspaceProxy.idling },
       endpoints: (svcPort) => loadBalancer.endpoints(svcPort),
+      ejected: (svcPort) => loadBalancer.ejectedEndpoints(svcPort),
     });
     services.registerEventHandler(status.catalog);
     this.#cleanups.push(() => status.close());

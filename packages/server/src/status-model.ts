@@ -129,7 +129,7 @@ export interface StatusSources {
   proxier: () => Proxier | undefined;
   /** The load balancer's rotation of a Service port, if it can tell (core's RoundRobinLoadBalancer). */
   endpoints?: (svcPort: { namespace: string; name: string; port: string }) => readonly string[];
-  /** Ejected endpoints, once outlier ejection exists. */
+  /** Endpoints outlier ejection has taken out of the rotation (RoundRobinLoadBalancer.ejectedEndpoints). */
   ejected?: (svcPort: { namespace: string; name: string; port: string }) => readonly string[];
   idling: boolean;
   now?: () => number;

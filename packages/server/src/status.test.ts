@@ -73,7 +73,7 @@ describe('status', () => {
         servicePort: 8080,
         portals: [{ ip: WEB, port: 8080, nodePort: 0, external: false }],
         endpoints: [`${ENDPOINT}:${d.backends.port}`],
-        ejected: null,
+        ejected: [],
         connectionsActive: 1,
         heldConnections: null,
       });
