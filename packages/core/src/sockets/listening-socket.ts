@@ -111,6 +111,14 @@ export abstract class ListeningSocket implements ProxySocket {
   }
 
   /**
+   * True when this socket checks its clients' addresses (it has `allowedSources`): only then does
+   * the TCP socket read a client's address at accept (a getpeername(2) per connection otherwise saved).
+   */
+  protected get filtersSources(): boolean {
+    return this.#allowed !== undefined;
+  }
+
+  /**
    * Whether a client from `address` may use this socket (`context.allowedSources`, the Service's
    * loadBalancerSourceRanges on a load-balancer IP). A refusal is published on `refused` as
    * `source-range`; the caller closes or drops the client.

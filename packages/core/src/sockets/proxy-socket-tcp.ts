@@ -189,8 +189,8 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return Promise.resolve();
   }
 
-  /** TcpConnectionOwner: one dial attempt with the socket options and the relay's read buffers. */
-  connectEndpoint(target: { host: string; port: number }): net.Socket {
+  /** TcpConnectionOwner: one dial attempt; a property, so connections pass it on without a closure. */
+  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket => {
     const keepAliveMs = this.#opts.keepAliveMs;
     return this.#connect({
       host: target.host,
@@ -201,7 +201,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       allowHalfOpen: true,
       onread: RELAY_ONREAD,
     });
-  }
+  };
 
   /** TcpConnectionOwner: the client leg on the copy-free read path; a fallback is reported. */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
@@ -237,7 +237,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       void this.close();
       return;
     }
-    if (!this.admitted(raw.remoteAddress)) return void raw.destroy();
+    if (this.filtersSources && !this.admitted(raw.remoteAddress)) return void raw.destroy();
     const { maxConnections } = this.#opts;
     if (maxConnections > 0 && this.activeConnections() >= maxConnections) {
       raw.destroy();

@@ -18,7 +18,7 @@ export interface TcpConnectionOwner {
   readonly relayOptions: TcpRelayOptions;
   readonly holdBufferBytes: number;
   /** Opens one dial attempt with the socket options and the relay's read buffers. */
-  connectEndpoint(target: { host: string; port: number }): net.Socket;
+  readonly connectEndpoint: (target: { host: string; port: number }) => net.Socket;
   /** Switches an accepted client to the relay's read buffers (or not: then `usesOnread` false). */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean };
   /** The dial of `conn` ended: with `backend`, relay it; without, the error. */
@@ -207,10 +207,7 @@ export class TcpConnection
 
   /** DialClient: one attempt, with the owner's socket options. */
   connect(target: { host: string; port: number }): net.Socket {
-    const { socket, usesOnread } = connectForRelay(
-      (t: { host: string; port: number }) => this.owner.connectEndpoint(t),
-      target,
-    );
+    const { socket, usesOnread } = connectForRelay(this.owner.connectEndpoint, target);
     this.backendUsesOnread = usesOnread;
     return socket;
   }
