@@ -12,6 +12,15 @@ switch (role) {
   case 'load':
     serveRole((await import('./roles/loadgen.js')).loadMethods);
     break;
+  case 'idler-proxy':
+    serveRole((await import('./roles/idler-roles.js')).idlerProxyMethods);
+    break;
+  case 'idler-clients':
+    serveRole((await import('./roles/idler-roles.js')).idlerClientMethods);
+    break;
+  case 'idler-backend':
+    serveRole((await import('./roles/idler-roles.js')).idlerBackendMethods);
+    break;
   default:
     throw new Error(`unknown role ${role}`);
 }

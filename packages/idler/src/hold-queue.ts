@@ -98,6 +98,11 @@ export class HoldQueue {
     return this.#held.size;
   }
 
+  /** A held client closed on its own (one listener per queue, not a closure per client). */
+  readonly #heldClosed = (connection: AcceptedConnection): void => {
+    if (this.#held.has(connection)) this.#release(connection, 'client-closed');
+  };
+
   /** A socket of this port opened: its endpoint changes now drive the hand-over. */
   attach(context: ProxySocketContext): void {
     this.#service = context.service;
@@ -157,9 +162,7 @@ export class HoldQueue {
     }
     this.#held.set(connection, this.#owner.now());
     counters.held++;
-    connection.onClose(() => {
-      if (this.#held.has(connection)) this.#release(connection, 'client-closed');
-    });
+    connection.onClose(this.#heldClosed);
     if (this.#period === undefined) this.#startPeriod();
     this.#armTimeout();
     if (idlerChannels.hold.hasSubscribers) {
@@ -204,27 +207,32 @@ export class HoldQueue {
   }
 
   /**
-   * Hands up to `max` of the oldest held clients to the socket's dial; returns how many. None while
-   * the port has no endpoints (they went again, or the idling proxier dropped the port from its load
-   * balancer): the clients stay held until the next endpoints change or their timeout.
+   * Hands up to `max` of the oldest held clients to the socket's dial; returns how many dials it
+   * started (`onDialEnd` is called once for each when it ends). None while the port has no
+   * endpoints (they went again, or the idling proxier dropped the port from its load balancer): the
+   * clients stay held until the next endpoints change or their timeout.
    */
-  dialSome(max: number): number {
+  dialSome(max: number, onDialEnd: (connected: boolean) => void): number {
     let n = 0;
+    // Deleting the entry being visited is safe in a Map iteration: the loop is O(dialled).
     for (const connection of this.#held.keys()) {
       if (n >= max || !this.#lb.serviceHasEndpoints(this.servicePort)) break;
-      n++;
       this.#release(connection, 'handed-over');
-      if (!connection.proxy()) continue;
-      connection.onClose((c) => {
-        if (c.endpoint !== '') return;
-        this.#owner.counters.handOverFailures++;
-        if (idlerChannels.handOverFailed.hasSubscribers) {
-          idlerChannels.handOverFailed.publish({ service: this.name, protocol: 'TCP' });
-        }
-      });
+      if (!connection.proxy(onDialEnd)) continue;
+      n++;
+      connection.onClose(this.#handedOverClosed);
     }
     return n;
   }
+
+  /** A handed-over client closed: one that never reached an endpoint is a hand-over failure. */
+  readonly #handedOverClosed = (c: AcceptedConnection): void => {
+    if (c.endpoint !== '') return;
+    this.#owner.counters.handOverFailures++;
+    if (idlerChannels.handOverFailed.hasSubscribers) {
+      idlerChannels.handOverFailed.publish({ service: this.name, protocol: 'TCP' });
+    }
+  };
 
   #release(connection: AcceptedConnection, outcome: IdlerReleaseOutcome): void {
     const heldAt = this.#held.get(connection);

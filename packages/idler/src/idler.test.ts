@@ -56,9 +56,12 @@ describe('the idling accept policy', () => {
     expect(s.idler.stats().heldByServicePort).toEqual({ 'ns/web:http': 2 });
     const order: FakeConnection[] = [];
     const proxy = FakeConnection.prototype.proxy;
-    vi.spyOn(FakeConnection.prototype, 'proxy').mockImplementation(function (this: FakeConnection) {
+    const spy = vi.spyOn(FakeConnection.prototype, 'proxy').mockImplementation(function (
+      this: FakeConnection,
+      onDialEnd,
+    ) {
       order.push(this);
-      return proxy.call(this);
+      return proxy.call(this, onDialEnd);
     });
     s.giveEndpoints();
     await handedOver();
@@ -71,6 +74,7 @@ describe('the idling accept policy', () => {
     a.c.close('10.0.0.1:80');
     b.c.close('');
     expect(s.idler.stats().handOverFailures).toBe(1);
+    spy.mockRestore();
   });
 
   it('asks for pods with a NeedPods Event about the Service and the hook, once per idle period, again every interval', async () => {
@@ -199,5 +203,30 @@ describe('the hand-over pacing', () => {
     expect(all.slice(0, HAND_OVER_BATCH).every((c) => c.proxied)).toBe(true);
     await handedOver();
     expect(all.every((c) => c.proxied)).toBe(true);
+  });
+
+  it('keeps at most handOverConcurrency dials in flight; each that ends lets the next start', async () => {
+    const s = setup({ maxHeldPerServicePort: 200, handOverConcurrency: 5 });
+    const all = Array.from({ length: 12 }, () => s.arrive().c);
+    s.giveEndpoints();
+    await handedOver();
+    await handedOver();
+    expect(all.filter((c) => c.proxied)).toHaveLength(5);
+    expect(all.slice(0, 5).every((c) => c.proxied)).toBe(true);
+    all[0]?.connected();
+    all[1]?.close(); // every attempt failed
+    await handedOver();
+    expect(all.filter((c) => c.proxied)).toHaveLength(7);
+    expect(all[5]?.proxied && all[6]?.proxied).toBe(true);
+    for (const c of all) if (c.state === 'dialling') c.connected();
+    await handedOver();
+    for (const c of all) if (c.state === 'dialling') c.connected();
+    await handedOver();
+    expect(all.every((c) => c.proxied)).toBe(true);
+    expect(s.idler.stats()).toMatchObject({ handedOver: 12, handOverFailures: 1, heldNow: 0 });
+  });
+
+  it('rejects a handOverConcurrency below 1', () => {
+    expect(() => new Idler({ handOverConcurrency: 0 })).toThrow(/handOverConcurrency/);
   });
 });

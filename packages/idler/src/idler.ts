@@ -88,6 +88,8 @@ export class Idler {
   readonly #owner: HoldQueueOwner;
   readonly #handOvers = new Set<HoldQueue>();
   #handOverTurn: NodeJS.Immediate | undefined;
+  /** Hand-over dials started and not yet ended (connected or failed). */
+  #dialsInFlight = 0;
   #closed = false;
 
   /** @throws InvalidOptionError for a bad option. */
@@ -190,27 +192,44 @@ export class Idler {
   }
 
   /**
-   * Queues the hand-over of a Service port; held clients are dialled {@link HAND_OVER_BATCH} per
-   * event-loop turn across the proxy, oldest first within a port, ports in turn. Starting thousands
-   * of dials in one turn would arm their 250 ms first-attempt timers before the loop could see a
-   * single connect complete, so every first attempt would time out.
+   * Queues the hand-over of a Service port. Held clients are dialled oldest first within a port,
+   * ports in turn, with at most `handOverConcurrency` dials in flight across the proxy and at most
+   * {@link HAND_OVER_BATCH} started per event-loop turn (so the loop sees connects complete between
+   * batches); each dial that ends lets the next one start. Starting thousands of dials at once would
+   * arm their 250 ms first-attempt timers before the loop could see a single connect complete, so
+   * every first attempt would time out, and would need a descriptor per dial on top of the held
+   * clients'.
    */
   #handOver(queue: HoldQueue): void {
     this.#handOvers.add(queue);
-    if (this.#handOverTurn === undefined) this.#handOverTurn = setImmediate(this.#handOverBatch);
+    this.#scheduleHandOver();
   }
+
+  #scheduleHandOver(): void {
+    if (this.#handOverTurn !== undefined || this.#handOvers.size === 0 || this.#closed) return;
+    if (this.#dialsInFlight >= this.options.handOverConcurrency) return;
+    this.#handOverTurn = setImmediate(this.#handOverBatch);
+  }
+
+  /** One hand-over dial ended (connected or not): room for the next. */
+  readonly #dialEnded = (): void => {
+    this.#dialsInFlight--;
+    this.#scheduleHandOver();
+  };
 
   readonly #handOverBatch = (): void => {
     this.#handOverTurn = undefined;
-    let budget = HAND_OVER_BATCH;
-    for (const queue of [...this.#handOvers]) {
+    const room = this.options.handOverConcurrency - this.#dialsInFlight;
+    let budget = Math.min(HAND_OVER_BATCH, room);
+    for (const queue of this.#handOvers) {
       if (budget <= 0) break;
-      const dialled = queue.dialSome(budget);
+      const dialled = queue.dialSome(budget, this.#dialEnded);
+      this.#dialsInFlight += dialled;
       budget -= dialled;
       // Done, or stopped for want of endpoints (the next endpoints change queues it again).
       if (queue.size === 0 || budget > 0) this.#handOvers.delete(queue);
     }
-    if (this.#handOvers.size > 0) this.#handOverTurn = setImmediate(this.#handOverBatch);
+    this.#scheduleHandOver();
   };
 
   #queue(context: ProxySocketContext): HoldQueue {

@@ -43,6 +43,14 @@ export interface IdlerOptions {
   udpBufferDatagrams?: number;
   /** UDP: bytes kept at most per Service port in that buffer. Default 65 536. */
   udpBufferBytes?: number;
+  /**
+   * TCP: hand-over dials in flight at most across the proxy (each holds a descriptor and a dial
+   * timer until its endpoint answers or it fails); more start as those end, oldest held first.
+   * Thousands of dials started at once would arm their first-attempt timers before the event loop
+   * could see a single connect complete, so every first attempt would time out; a bound also keeps
+   * the descriptors a hand-over needs on top of the held clients small. Default 256.
+   */
+  handOverConcurrency?: number;
   /** Where NeedPods Events go. Default: none recorded (the hook may still act). */
   recorder?: EventRecorder;
   /** Asked for pods beside the Event (a real unidler: `KubernetesUnidler`). Default: none. */
@@ -62,6 +70,7 @@ export const DEFAULT_IDLER_OPTIONS = {
   udpBurstGapMs: 120_000,
   udpBufferDatagrams: 0,
   udpBufferBytes: 65_536,
+  handOverConcurrency: 256,
 } as const;
 
 /** {@link IdlerOptions} with the limits filled in. */
@@ -73,6 +82,7 @@ export interface ResolvedIdlerOptions {
   readonly udpBurstGapMs: number;
   readonly udpBufferDatagrams: number;
   readonly udpBufferBytes: number;
+  readonly handOverConcurrency: number;
 }
 
 /**
@@ -113,5 +123,11 @@ export function resolveIdlerOptions(opts: IdlerOptions): ResolvedIdlerOptions {
     udpBurstGapMs: ms('udpBurstGapMs', opts.udpBurstGapMs, d.udpBurstGapMs),
     udpBufferDatagrams: int('udpBufferDatagrams', opts.udpBufferDatagrams, d.udpBufferDatagrams, 0),
     udpBufferBytes: int('udpBufferBytes', opts.udpBufferBytes, d.udpBufferBytes, 1),
+    handOverConcurrency: int(
+      'handOverConcurrency',
+      opts.handOverConcurrency,
+      d.handOverConcurrency,
+      1,
+    ),
   };
 }

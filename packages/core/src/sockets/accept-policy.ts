@@ -40,9 +40,12 @@ export interface AcceptedConnection {
   /**
    * Hands a held connection to the normal dial-and-relay path (the socket's dial schedule, ClientIP
    * affinity), its early bytes first. False when the connection is not held (already closed,
-   * proxied or refused): then nothing happens.
+   * proxied or refused): then nothing happens. `onDialEnd`, when given, is called once when the
+   * dial has ended: `true` once an endpoint answered (the relay starts), `false` when every attempt
+   * failed or the connection closed first. An idler uses it to bound how many hand-over dials are
+   * in flight at once (each holds a descriptor and a dial timer).
    */
-  proxy(): boolean;
+  proxy(onDialEnd?: (connected: boolean) => void): boolean;
   /**
    * Closes the connection: a held one at once (with RST when it sent bytes that will never be
    * answered, so its client does not mistake the close for a complete answer), counted as a

@@ -31,14 +31,30 @@ export interface TcpConnectionOwner {
   readonly live: LiveConnections<TcpConnection>;
 }
 
-/** The bytes and state of a held client. */
-interface Held {
-  chunks: Buffer[];
-  bytes: number;
-  onData: (chunk: Buffer) => void;
-  onEnd: () => void;
-  onClose: () => void;
+/** The connection a held client's socket belongs to, for the listeners every held client shares. */
+const kHeldBy = Symbol('userspace-proxy:held-by');
+type HeldSocket = net.Socket & { [kHeldBy]?: TcpConnection | undefined };
+
+function onHeldData(this: HeldSocket, chunk: Buffer): void {
+  this[kHeldBy]?.heldData(chunk);
 }
+// A FIN after a request may be a client that half-closed and waits for its answer (kept); a FIN
+// with nothing sent is a client that gave up: nothing could ever answer it.
+function onHeldEnd(this: HeldSocket): void {
+  if (this[kHeldBy]?.heldBytes === 0) this.destroy();
+}
+function onHeldClose(this: HeldSocket): void {
+  this[kHeldBy]?.heldClosed();
+}
+
+/**
+ * Reads of a held client up to this size are copied into Node's shared pool: the read's own
+ * buffer (a backing store and an ArrayBuffer per read, about 200 bytes for a 1-byte request) is
+ * then garbage, and thousands of held clients cost their bytes, not their reads.
+ */
+const HELD_COPY_BYTES = 1024;
+
+type CloseListener = (connection: AcceptedConnection) => void;
 
 /**
  * One accepted TCP client, from accept to its last byte: the policy's {@link AcceptedConnection},
@@ -59,9 +75,14 @@ export class TcpConnection
   backendUsesOnread = false;
   endpoint = '';
   #state: AcceptedConnectionState = 'new';
-  #held: Held | undefined;
+  /** What a held client sent (undefined until its first byte, and once no longer held). */
+  #heldChunks: Buffer[] | undefined;
+  #heldBytes = 0;
   #early: Buffer[] | undefined;
-  #closeListeners: ((connection: AcceptedConnection) => void)[] | undefined;
+  /** One listener, or several: most connections have none or one (an idler's). */
+  #closeListeners: CloseListener | CloseListener[] | undefined;
+  /** `proxy(onDialEnd)`'s callback, until the dial has ended. */
+  #dialEnd: ((connected: boolean) => void) | undefined;
   #address: string | undefined;
   #port = 0;
   /** Links of the owner's live list: two fields, no per-connection entry object. */
@@ -80,7 +101,8 @@ export class TcpConnection
   }
 
   get heldBytes(): number {
-    return this.#held?.bytes ?? (this.#early === undefined ? 0 : byteLength(this.#early));
+    if (this.#state === 'held') return this.#heldBytes;
+    return this.#early === undefined ? 0 : byteLength(this.#early);
   }
 
   get address(): string {
@@ -119,36 +141,38 @@ export class TcpConnection
 
   /** Holds (the `hold` verdict): reads into a bounded buffer so a client that leaves is seen. */
   hold(): void {
-    const client = this.client;
-    const held: Held = {
-      chunks: [],
-      bytes: 0,
-      onData: (chunk) => {
-        held.chunks.push(chunk);
-        held.bytes += chunk.length;
-        if (held.bytes >= this.owner.holdBufferBytes) client.pause();
-      },
-      // A FIN after a request may be a client that half-closed and waits for its answer (kept);
-      // a FIN with nothing sent is a client that gave up: nothing could ever answer it.
-      onEnd: () => {
-        if (held.bytes === 0) client.destroy();
-      },
-      onClose: () => {
-        this.#release();
-        this.markClosed();
-      },
-    };
-    this.#held = held;
+    const client = this.client as HeldSocket;
     this.#state = 'held';
+    this.#heldBytes = 0;
+    // Listeners shared by every held client (no closures per connection); they find this
+    // connection through the socket.
+    client[kHeldBy] = this;
     client.on('error', ignoreError);
-    client.on('data', held.onData);
-    client.on('end', held.onEnd);
-    client.on('close', held.onClose);
+    client.on('data', onHeldData);
+    client.on('end', onHeldEnd);
+    client.on('close', onHeldClose);
     client.resume();
   }
 
-  proxy(): boolean {
+  /** A held client's bytes (the shared 'data' listener; not for callers). */
+  heldData(chunk: Buffer): void {
+    if (this.#state !== 'held') return;
+    const kept = chunk.length <= HELD_COPY_BYTES ? Buffer.from(chunk) : chunk;
+    if (this.#heldChunks === undefined) this.#heldChunks = [kept];
+    else this.#heldChunks.push(kept);
+    this.#heldBytes += chunk.length;
+    if (this.#heldBytes >= this.owner.holdBufferBytes) this.client.pause();
+  }
+
+  /** A held client closed (the shared 'close' listener; not for callers). */
+  heldClosed(): void {
+    this.#release();
+    this.markClosed();
+  }
+
+  proxy(onDialEnd?: (connected: boolean) => void): boolean {
     if (this.#state !== 'held') return false;
+    this.#dialEnd = onDialEnd;
     this.#early = this.#release();
     this.client.pause();
     this.#state = 'dialling';
@@ -201,8 +225,10 @@ export class TcpConnection
       listener(this);
       return;
     }
-    this.#closeListeners ??= [];
-    this.#closeListeners.push(listener);
+    const listeners = this.#closeListeners;
+    if (listeners === undefined) this.#closeListeners = listener;
+    else if (typeof listeners === 'function') this.#closeListeners = [listeners, listener];
+    else listeners.push(listener);
   }
 
   /** DialClient: one attempt, with the owner's socket options. */
@@ -226,6 +252,7 @@ export class TcpConnection
   /** Starts relaying to `backend`, with what the client sent while held. */
   relay(backend: net.Socket): void {
     this.#state = 'relaying';
+    if (this.#dialEnd !== undefined) this.#endDial(true);
     const early = this.#early;
     this.#early = undefined;
     this.start(
@@ -242,27 +269,45 @@ export class TcpConnection
     this.#state = 'closed';
     this.owner.live.delete(this);
     this.owner.ended(this);
+    if (this.#dialEnd !== undefined) this.#endDial(false);
     const listeners = this.#closeListeners;
     this.#closeListeners = undefined;
     if (listeners === undefined) return;
-    for (const listener of listeners) {
-      try {
-        listener(this);
-      } catch (error) {
-        this.owner.log.error('a connection close listener failed', error);
-      }
+    if (typeof listeners === 'function') this.#callCloseListener(listeners);
+    else for (const listener of listeners) this.#callCloseListener(listener);
+  }
+
+  #callCloseListener(listener: CloseListener): void {
+    try {
+      listener(this);
+    } catch (error) {
+      this.owner.log.error('a connection close listener failed', error);
+    }
+  }
+
+  #endDial(connected: boolean): void {
+    const listener = this.#dialEnd as (connected: boolean) => void;
+    this.#dialEnd = undefined;
+    try {
+      listener(connected);
+    } catch (error) {
+      this.owner.log.error('a dial-end listener failed', error);
     }
   }
 
   /** Stops holding; returns what the client sent meanwhile. */
   #release(): Buffer[] | undefined {
-    const held = this.#held;
-    if (held === undefined) return undefined;
-    this.#held = undefined;
-    this.client.removeListener('data', held.onData);
-    this.client.removeListener('end', held.onEnd);
-    this.client.removeListener('close', held.onClose);
-    return held.chunks.length > 0 ? held.chunks : undefined;
+    const client = this.client as HeldSocket;
+    if (client[kHeldBy] !== this) return undefined;
+    // Cleared rather than deleted: a deleted property can turn the socket into a slow dictionary.
+    client[kHeldBy] = undefined;
+    client.removeListener('data', onHeldData);
+    client.removeListener('end', onHeldEnd);
+    client.removeListener('close', onHeldClose);
+    const chunks = this.#heldChunks;
+    this.#heldChunks = undefined;
+    this.#heldBytes = 0;
+    return chunks;
   }
 }
 

@@ -157,6 +157,7 @@ class Pump {
   #inFlight: Buffer | undefined;
   #dataMode = false;
   #onread: net.OnReadOpts | undefined;
+  #writeCallback: ((error?: Error | null) => void) | undefined;
   /**
    * Set whenever Node asks for a read buffer through {@link onread}. A caller clears it, creates the
    * socket, and reads it to learn whether the socket really uses the pump's buffers (an injected
@@ -235,13 +236,13 @@ class Pump {
       // Copy out: the next read of any socket reuses `shared`.
       const chunk = Buffer.allocUnsafe(n);
       shared.copy(chunk, 0, 0, n);
-      dst.write(chunk, this.#afterWrite);
+      dst.write(chunk, this.#afterWrite());
       if (n === shared.length) this.#buf = takeLarge();
       if (dst.writableLength === 0) return true;
       this.#inFlight = chunk;
       return false;
     }
-    dst.write(n === buf.length ? buf : buf.subarray(0, n), this.#afterWrite);
+    dst.write(n === buf.length ? buf : buf.subarray(0, n), this.#afterWrite());
     // Still queued means not yet in the kernel: `buf` must not be read into until it completes.
     const queued = dst.writableLength !== 0;
     if (n < RELAY_SHARED_BUFFER_BYTES) {
@@ -254,7 +255,21 @@ class Pump {
     return false;
   }
 
-  readonly #afterWrite = (error?: Error | null): void => {
+  /**
+   * The write callback, made on the first write: an idle connection that never sent a byte has
+   * none (a closure and its context, about 100 bytes per direction). Made in a method rather than
+   * as a class field, which would also give each one a name of its own to store.
+   */
+  #afterWrite(): (error?: Error | null) => void {
+    let callback = this.#writeCallback;
+    if (callback === undefined) {
+      callback = (error?: Error | null) => this.#written(error);
+      this.#writeCallback = callback;
+    }
+    return callback;
+  }
+
+  #written(error?: Error | null): void {
     const done = this.#inFlight;
     if (done === undefined) return;
     this.#inFlight = undefined;
@@ -262,7 +277,7 @@ class Pump {
     if (done !== this.#buf && done.length === RELAY_LARGE_BUFFER_BYTES) giveLarge(done);
     const src = this.#src;
     if (!error && src !== undefined && !src.destroyed) src.resume();
-  };
+  }
 
   /** A chunk read through 'data' events. */
   onData(chunk: Buffer): void {
@@ -294,14 +309,12 @@ export interface TcpRelayOptions {
  *
  * Built to be small, because an idle connection costs what its objects cost: the sockets' events
  * go to functions shared by every relay (the relay is found through a property of the socket), the
- * options object may be shared by every relay of a socket, and only the two write callbacks are
- * closures of their own.
+ * options object may be shared by every relay of a socket, the two pumps are made when relaying
+ * starts and their write callbacks (the only closures of a relay) on their first write.
  */
 export class TcpRelay implements Silent {
-  /** Client → backend. */
-  readonly up: Pump;
-  /** Backend → client. */
-  readonly down: Pump;
+  #up: Pump | undefined;
+  #down: Pump | undefined;
   /**
    * `performance.now()` at `start`, then at the first wheel tick after a byte was read either way
    * (see {@link touched}); the timeouts measure from it.
@@ -324,8 +337,29 @@ export class TcpRelay implements Silent {
   /** `opts` is kept, not copied: one object may serve every relay of a proxy socket. */
   constructor(opts: TcpRelayOptions) {
     this.#opts = opts;
-    this.up = new Pump(this);
-    this.down = new Pump(this);
+  }
+
+  /**
+   * Client → backend. Made on first use: a connection that is held, or whose dial fails, never
+   * pays for its pumps.
+   */
+  get up(): Pump {
+    let pump = this.#up;
+    if (pump === undefined) {
+      pump = new Pump(this);
+      this.#up = pump;
+    }
+    return pump;
+  }
+
+  /** Backend → client (made on first use, as {@link up}). */
+  get down(): Pump {
+    let pump = this.#down;
+    if (pump === undefined) {
+      pump = new Pump(this);
+      this.#down = pump;
+    }
+    return pump;
   }
 
   /** Bytes read from the client (sent towards the endpoint). */
@@ -414,8 +448,8 @@ export class TcpRelay implements Silent {
   /** Returns the read buffers of a relay that will never start (its dial failed). */
   abandon(): void {
     if (this.#startedAt !== 0) return;
-    this.up.release();
-    this.down.release();
+    this.#up?.release();
+    this.#down?.release();
   }
 
   /** Called by a wheel when the relay has been silent for its timeout. */
@@ -497,8 +531,8 @@ export class TcpRelay implements Silent {
     this.#durationMs = performance.now() - this.#startedAt;
     this.#idleWheel?.delete(this);
     this.#halfCloseWheel?.delete(this);
-    this.up.release();
-    this.down.release();
+    this.#up?.release();
+    this.#down?.release();
     this.#opts.onClose?.(this);
   }
 }

@@ -35,11 +35,28 @@ export class FakeConnection implements AcceptedConnection {
     return this;
   }
 
-  proxy(): boolean {
+  /** `proxy(onDialEnd)`'s callback, until {@link connected} or {@link close} ends the dial. */
+  dialEnd: ((connected: boolean) => void) | undefined;
+
+  proxy(onDialEnd?: (connected: boolean) => void): boolean {
     if (this.state !== 'held') return false;
     this.state = 'dialling';
     this.proxied = true;
+    this.dialEnd = onDialEnd;
     return true;
+  }
+
+  /** The dial reached `endpoint`: relaying. */
+  connected(endpoint = '10.0.0.1:80'): void {
+    this.endpoint = endpoint;
+    this.state = 'relaying';
+    this.#endDial(true);
+  }
+
+  #endDial(connected: boolean): void {
+    const end = this.dialEnd;
+    this.dialEnd = undefined;
+    end?.(connected);
   }
 
   refuse(reason = 'policy'): boolean {
@@ -54,6 +71,7 @@ export class FakeConnection implements AcceptedConnection {
     if (this.state === 'closed') return;
     this.endpoint = endpoint;
     this.state = 'closed';
+    this.#endDial(endpoint !== '');
     for (const l of this.#listeners.splice(0)) l(this);
   }
 

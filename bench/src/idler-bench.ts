@@ -1,0 +1,153 @@
+import { loadavg } from 'node:os';
+import type { IdlerMemory } from './roles/idler-roles.js';
+import { RoleProcess } from './rpc.js';
+
+/**
+ * The idler group of `pnpm bench`: `held` TCP clients held by the idling sockets of one Idler
+ * across `ports` Service ports with no endpoints, then one endpoint event per port. Three
+ * processes (bench/src/roles/idler-roles.ts): the proxy's RSS is its own, and 10 000 clients and
+ * their backend legs are not in the proxy's 20 000 descriptors. The backend ends each connection
+ * after its first byte, so the proxy needs one descriptor per held client plus at most
+ * `handOverConcurrency` dials and the few relays still closing: 10 000 held fit.
+ */
+export interface IdlerBenchOptions {
+  held: number;
+  ports: number;
+  /** The Idler's bound on hand-over dials in flight (default: the Idler's, 256). */
+  handOverConcurrency?: number;
+  /** How long the hand-over may take before the run reports what had arrived. */
+  timeoutMs?: number;
+}
+
+/** What one run measured. */
+export interface IdlerFigures {
+  held: number;
+  ports: number;
+  /** (RSS with every client held − RSS with the sockets open and none held) / held, bytes. */
+  rssPerHeld: number;
+  /** The part of that growth that is V8's young generation committing more (a one-off step). */
+  youngGrowthPerHeld: number;
+  /** JS heap in use per held client, bytes. */
+  heapPerHeld: number;
+  /** Publishing the endpoint events, ms. */
+  eventsMs: number;
+  /** From the first endpoint event to the last held client's first byte at its backend, ms. */
+  lastFirstByteMs: number;
+  firstBytes: number;
+  handedOver: number;
+  handOverFailures: number;
+  dialErrors: number;
+  /**
+   * The proxy's CPU time from the endpoint events until the last first byte had arrived (and the
+   * counters were read), ms: on a loaded machine the wall-clock time is this plus the waits for a
+   * core, so it says what the time would be on a quiet one.
+   */
+  handOverCpuMs: number;
+  loadAverage: number;
+}
+
+/** Sizes: the issue's (10 000 clients across 100 Service ports) and a smoke run's. */
+export const IDLER_FULL: IdlerBenchOptions = { held: 10_000, ports: 100 };
+export const IDLER_SMOKE: IdlerBenchOptions = { held: 200, ports: 10 };
+
+/** Runs the idler benchmark once, in three fresh processes. */
+export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigures> {
+  const perPort = Math.ceil(opts.held / opts.ports);
+  const held = perPort * opts.ports;
+  const proxy = new RoleProcess('idler-proxy');
+  const clients = new RoleProcess('idler-clients');
+  const backend = new RoleProcess('idler-backend');
+  try {
+    const target = await backend.call<{ ip: string; port: number }>('start', held);
+    const front = await proxy.call<{ ip: string; ports: number[] }>(
+      'start',
+      opts.ports,
+      perPort,
+      opts.handOverConcurrency,
+    );
+    const before = await proxy.call<IdlerMemory>('memory');
+    await clients.call('connect', front.ip, front.ports, perPort);
+    const deadline = Date.now() + 60_000;
+    while ((await proxy.call<number>('held')) < held) {
+      if (Date.now() > deadline) throw new Error('the idler did not hold every client in 60 s');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const after = await proxy.call<IdlerMemory>('memory');
+    const arrived = backend.call<{ firstBytes: number; lastAt: number }>(
+      'waitAll',
+      opts.timeoutMs ?? 60_000,
+    );
+    const start = await proxy.call<{ t0: number; eventsMs: number }>(
+      'handOver',
+      target.ip,
+      target.port,
+    );
+    const end = await arrived;
+    const stats = await proxy.call<{
+      handedOver: number;
+      handOverFailures: number;
+      dialErrors: number;
+      cpuSeconds: number;
+    }>('stats');
+    await proxy.call('stop');
+    return {
+      held,
+      ports: opts.ports,
+      rssPerHeld: (after.rss - before.rss) / held,
+      youngGrowthPerHeld: (after.newSpace - before.newSpace) / held,
+      heapPerHeld: (after.heapUsed - before.heapUsed) / held,
+      eventsMs: start.eventsMs,
+      lastFirstByteMs: end.lastAt - start.t0,
+      firstBytes: end.firstBytes,
+      handedOver: stats.handedOver,
+      handOverFailures: stats.handOverFailures,
+      dialErrors: stats.dialErrors,
+      handOverCpuMs: stats.cpuSeconds * 1000,
+      loadAverage: loadavg()[0] ?? 0,
+    };
+  } finally {
+    proxy.stop();
+    clients.stop();
+    backend.stop();
+  }
+}
+
+const n = (v: number, digits = 0) =>
+  v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/** The run as Markdown lines (the suite's report and docs/benchmarks.md). */
+export function idlerMarkdown(runs: readonly IdlerFigures[]): string[] {
+  const lines = [
+    '| held clients / Service ports | RSS per held client | of which young-generation growth | JS heap per held client | endpoint events → last first byte at the backend | proxy CPU in that time | first bytes | failed dial attempts | load average |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of runs) {
+    lines.push(
+      `| ${n(r.held)} / ${n(r.ports)} | ${n(r.rssPerHeld / 1024, 2)} KiB | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
+    );
+  }
+  return lines;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const args = process.argv.slice(2);
+  const num = (flag: string, def: number) => {
+    const i = args.indexOf(flag);
+    return i >= 0 ? Number(args[i + 1]) : def;
+  };
+  const base = args.includes('--smoke') ? IDLER_SMOKE : IDLER_FULL;
+  const reps = num('--reps', 1);
+  const runs: IdlerFigures[] = [];
+  for (let i = 0; i < reps; i++) {
+    const concurrency = num('--concurrency', 0);
+    runs.push(
+      await runIdlerBench({
+        held: num('--held', base.held),
+        ports: num('--ports', base.ports),
+        ...(concurrency > 0 ? { handOverConcurrency: concurrency } : {}),
+      }),
+    );
+    console.log(JSON.stringify(runs.at(-1)));
+  }
+  console.log(idlerMarkdown(runs).join('\n'));
+}

@@ -1,0 +1,194 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
+import v8 from 'node:v8';
+import {
+  type ProxySocket,
+  RoundRobinLoadBalancer,
+  type ServiceInfo,
+  type ServicePortName,
+} from '@userspace-proxy/core';
+import { createSocketContext, type StandaloneSocketContext } from '@userspace-proxy/core/sockets';
+import { createIdlingProxySocketFactory, Idler } from '@userspace-proxy/idler';
+
+/**
+ * The three processes of the idler benchmark (bench/src/idler-bench.ts): the proxy (idling sockets
+ * of one Idler, nothing else, so its RSS is theirs), the clients that get held, and the backend
+ * that counts first bytes. Times cross processes as `performance.timeOrigin + performance.now()`.
+ */
+
+/** Milliseconds on a clock every process of the machine shares (to well under a millisecond). */
+const clock = (): number => performance.timeOrigin + performance.now();
+const octet = () => 1 + Math.floor(Math.random() * 250);
+
+/** Memory of the proxy process after two full collections. */
+export interface IdlerMemory {
+  rss: number;
+  heapUsed: number;
+  /** What V8's young generation has committed: it grows in steps while objects survive, once. */
+  newSpace: number;
+}
+
+function memory(): IdlerMemory {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  gc?.();
+  gc?.();
+  const m = process.memoryUsage();
+  const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  return { rss: m.rss, heapUsed: m.heapUsed, newSpace: young?.space_size ?? 0 };
+}
+
+let idler: Idler | undefined;
+let lb: RoundRobinLoadBalancer | undefined;
+const contexts: StandaloneSocketContext[] = [];
+const sockets: ProxySocket[] = [];
+let dialErrors = 0;
+let cpuAtHandOver: NodeJS.CpuUsage | undefined;
+
+/** The proxy: `ports` idling sockets on one random 127.x address. */
+export const idlerProxyMethods = {
+  async start(
+    ports: number,
+    perPort: number,
+    handOverConcurrency?: number,
+  ): Promise<{ ip: string; ports: number[] }> {
+    const ip = `127.202.${octet()}.${octet()}`;
+    lb = new RoundRobinLoadBalancer();
+    idler = new Idler({
+      maxHeldPerServicePort: perPort,
+      maxHeldTotal: ports * perPort,
+      ...(handOverConcurrency === undefined ? {} : { handOverConcurrency }),
+    });
+    const factory = createIdlingProxySocketFactory({ idler });
+    const info = { isAlive: () => true, udpIdleTimeoutMs: 10_000, activeClients: new Map() };
+    for (let i = 0; i < ports; i++) {
+      const servicePort: ServicePortName = {
+        namespace: 'bench',
+        name: `svc-${i}`,
+        port: 'p',
+        protocol: 'TCP',
+      };
+      const context = createSocketContext({ loadBalancer: lb, ip, servicePort });
+      const socket = await factory(context);
+      void socket.proxyLoop(info as unknown as ServiceInfo);
+      contexts.push(context);
+      sockets.push(socket);
+    }
+    diagnosticsChannel.subscribe('userspace-proxy:dial:error', () => {
+      dialErrors++;
+    });
+    return { ip, ports: sockets.map((s) => s.addr().port) };
+  },
+  memory(): IdlerMemory {
+    const m = memory();
+    // By hand: a heap snapshot of the held state, to see where the bytes are.
+    const file = process.env.BENCH_IDLER_SNAPSHOT;
+    if (file !== undefined && idler !== undefined && idler.stats().heldNow > 0) {
+      v8.writeHeapSnapshot(file);
+    }
+    return m;
+  },
+  held: (): number => idler?.stats().heldNow ?? 0,
+  /** One endpoint event per Service port, all to `backendPort`; returns when it started. */
+  handOver(backendIp: string, backendPort: number): { t0: number; eventsMs: number } {
+    cpuAtHandOver = process.cpuUsage();
+    const t0 = clock();
+    for (const context of contexts) {
+      lb?.onEndpointsAdd({
+        metadata: { namespace: 'bench', name: context.servicePort.name },
+        subsets: [{ addresses: [{ ip: backendIp }], ports: [{ name: 'p', port: backendPort }] }],
+      });
+      context.notifyEndpointsChanged();
+    }
+    return { t0, eventsMs: clock() - t0 };
+  },
+  /** The counters, and the proxy's CPU time since the hand-over started (s). */
+  stats: () => {
+    const cpu = process.cpuUsage(cpuAtHandOver);
+    const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    return { ...(idler?.stats() ?? {}), heldByServicePort: {}, dialErrors, cpuSeconds };
+  },
+  async stop(): Promise<void> {
+    idler?.close();
+    for (const socket of sockets.splice(0)) await socket.close();
+  },
+};
+
+const clients: net.Socket[] = [];
+
+/** The clients: each connects, sends one byte, and waits (the proxy holds it). */
+export const idlerClientMethods = {
+  /** Opens `perPort` clients to each of `ports`, 256 connects at a time; resolves once all are up. */
+  connect(ip: string, ports: number[], perPort: number): Promise<number> {
+    const targets = ports.flatMap((port) => Array.from({ length: perPort }, () => port));
+    let next = 0;
+    let connected = 0;
+    let failed = 0;
+    return new Promise((resolve, reject) => {
+      const open = (): void => {
+        const port = targets[next++];
+        if (port === undefined) return;
+        const socket = net.connect({ host: ip, port }, () => {
+          socket.write('x');
+          connected++;
+          if (connected === targets.length) resolve(connected);
+          open();
+        });
+        socket.on('error', (error) => {
+          if (++failed === 1) reject(new Error(`a held client failed: ${String(error)}`));
+        });
+        clients.push(socket);
+      };
+      for (let i = 0; i < Math.min(256, targets.length); i++) open();
+    });
+  },
+  stop(): void {
+    for (const socket of clients.splice(0)) socket.destroy();
+  },
+};
+
+let backend: net.Server | undefined;
+let firstBytes = 0;
+let lastFirstByteAt = 0;
+let expected = 0;
+let allArrived: (() => void) | undefined;
+
+/**
+ * The backend: counts each connection's first byte, then ends the connection, so the proxy's
+ * descriptors are freed as the hand-over goes (10 000 held clients and their backend legs would
+ * not fit the 20 000 descriptors of one process at once).
+ */
+export const idlerBackendMethods = {
+  start(count: number): Promise<{ ip: string; port: number }> {
+    expected = count;
+    const ip = `127.203.${octet()}.${octet()}`;
+    backend = net.createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => {
+        lastFirstByteAt = clock();
+        firstBytes++;
+        socket.end();
+        if (firstBytes === expected) allArrived?.();
+      });
+    });
+    return new Promise((resolve) => {
+      backend?.listen({ host: ip, port: 0, backlog: 65_535 }, () => {
+        resolve({ ip, port: (backend?.address() as net.AddressInfo).port });
+      });
+    });
+  },
+  /** Resolves with when the last expected first byte arrived, or what had arrived by `timeoutMs`. */
+  waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number }> {
+    const done = () => ({ firstBytes, lastAt: lastFirstByteAt });
+    if (firstBytes >= expected) return Promise.resolve(done());
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(done()), timeoutMs);
+      allArrived = () => {
+        clearTimeout(timer);
+        resolve(done());
+      };
+    });
+  },
+  stop(): void {
+    backend?.close();
+  },
+};
