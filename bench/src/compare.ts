@@ -27,6 +27,8 @@ export interface SuiteConfig {
   syncSizes: [number, number][];
   /** Scenario groups to run; all when empty. */
   only: string[];
+  /** The idler group's size: held clients across Service ports (bench/src/idler-bench.ts). */
+  idler?: { held: number; ports: number };
 }
 
 /** The three ways a load reaches its backend. */

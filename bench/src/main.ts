@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { markdown, svgChart } from './report.js';
 import { FULL, runSuite, SMOKE, type SuiteConfig } from './suite.js';
 
-const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,memory,sync,lb] [--write]
+const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,memory,sync,lb,idler] [--write]
   --smoke   a few seconds, to check the harness (what CI runs)
   --reps N  repetitions per scenario (default 5)
   --only    run only these groups
@@ -41,11 +41,14 @@ function writeDocs(md: string, svg: string): void {
   writeFileSync(`${docs}benchmarks.svg`, `${svg}\n`);
 }
 
-/** Builds @userspace-proxy/core (tsc -b), so the proxy hosts run what users run. */
+/**
+ * Builds @userspace-proxy/core and @userspace-proxy/idler (tsc -b; the idler's project references
+ * core's), so the proxy hosts run what users run.
+ */
 function buildCore(): void {
   const require = createRequire(import.meta.url);
   const tsc = require.resolve('typescript/bin/tsc');
-  const project = fileURLToPath(new URL('../../packages/core/tsconfig.json', import.meta.url));
+  const project = fileURLToPath(new URL('../../packages/idler/tsconfig.json', import.meta.url));
   execFileSync(process.execPath, [tsc, '-b', project], { stdio: 'inherit' });
 }
 

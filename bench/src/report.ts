@@ -1,4 +1,5 @@
 import os from 'node:os';
+import { idlerMarkdown } from './idler-bench.js';
 import type { Stat } from './stats.js';
 import type { CpuUse, Row, SuiteResult } from './suite.js';
 
@@ -100,6 +101,21 @@ export function checkTargets(r: SuiteResult): TargetCheck[] {
       '×',
     );
   }
+  const idler = r.idler && r.idler.held >= 10_000 ? r.idler : undefined;
+  add(
+    'idler: RSS per held client, 10 000 held (young-generation step excluded)',
+    '≤ 3 KiB',
+    idler && (idler.rssPerHeld - idler.youngGrowthPerHeld) / 1024,
+    (x) => x <= 3,
+    ' KiB',
+  );
+  add(
+    'idler: endpoint events → last of 10 000 first bytes at the backend',
+    '≤ 1 s',
+    idler?.lastFirstByteMs,
+    (x) => x <= 1000,
+    ' ms',
+  );
   return out;
 }
 
@@ -158,6 +174,13 @@ export function markdown(r: SuiteResult): string {
         .join(', ')}`,
     );
   }
+  if (r.idler)
+    lines.push(
+      '',
+      'Idler (held clients, then one endpoint event per Service port):',
+      '',
+      ...idlerMarkdown([r.idler]),
+    );
   const targets = checkTargets(r);
   lines.push('', '| target | goal | this run | met |', '|---|---|---|---|');
   for (const t of targets)

@@ -43,7 +43,9 @@ export class RoleProcess {
     // `--profile DIR` (main.ts): every proxy host writes a V8 CPU profile there when it ends.
     const profileDir = process.env.BENCH_PROFILE_DIR;
     const profile =
-      role === 'proxy' && profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+      (role === 'proxy' || role === 'idler-proxy') && profileDir
+        ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]
+        : [];
     this.#child = fork(entry, [role], {
       execArgv: [...CHILD_EXEC_ARGV, ...(process.env.BENCH_BUILT ? [] : [SOURCES]), ...profile],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -17,5 +17,8 @@ describe('benchmark harness (smoke)', () => {
     expect(markdown(result)).toContain('| target | goal | this run | met |');
     expect(svgChart(result)).toContain('<svg');
     expect(checkTargets(result).length).toBeGreaterThan(4);
+    // The idler group: every held client reached the backend after the endpoint events.
+    expect(result.idler?.firstBytes).toBe(result.idler?.held);
+    expect(markdown(result)).toContain('| held clients / Service ports |');
   }, 120_000);
 });

@@ -1,4 +1,5 @@
 import type { Env, Row, SuiteConfig } from './compare.js';
+import { IDLER_FULL, IDLER_SMOKE, type IdlerFigures, runIdlerBench } from './idler-bench.js';
 import type { BackendPorts } from './roles/backend.js';
 import type { Frontend } from './roles/proxy-host.js';
 import type { SyncCost } from './roles/sync-cost.js';
@@ -24,6 +25,7 @@ export const FULL: SuiteConfig = {
     [10_000, 10],
   ],
   only: [],
+  idler: IDLER_FULL,
 };
 
 /** A few seconds: proves the harness works end to end (CI runs it as a test). */
@@ -40,6 +42,7 @@ export const SMOKE: SuiteConfig = {
   idleSettleMs: 50,
   syncSizes: [[20, 2]],
   only: [],
+  idler: IDLER_SMOKE,
 };
 
 /** Everything one run of the suite measured. */
@@ -47,6 +50,8 @@ export interface SuiteResult {
   rows: Row[];
   sync: SyncCost[];
   nextEndpoint?: Record<string, number>;
+  /** The idler group: held clients, their memory and the hand-over. */
+  idler?: IdlerFigures;
   config: SuiteConfig;
   startedAt: string;
 }
@@ -85,5 +90,13 @@ export async function runSuite(cfg: SuiteConfig): Promise<SuiteResult> {
   }
   const sync = want('sync') ? await syncRows(cfg) : [];
   const nextEndpoint = want('lb') ? await nextEndpointFigures() : undefined;
-  return { rows, sync, ...(nextEndpoint ? { nextEndpoint } : {}), config: cfg, startedAt };
+  const idler = want('idler') ? await runIdlerBench(cfg.idler ?? IDLER_FULL) : undefined;
+  return {
+    rows,
+    sync,
+    ...(nextEndpoint ? { nextEndpoint } : {}),
+    ...(idler ? { idler } : {}),
+    config: cfg,
+    startedAt,
+  };
 }

@@ -161,7 +161,7 @@ export const idlerBackendMethods = {
   start(count: number): Promise<{ ip: string; port: number }> {
     expected = count;
     const ip = `127.203.${octet()}.${octet()}`;
-    backend = net.createServer((socket) => {
+    const server = net.createServer((socket) => {
       socket.on('error', () => {});
       socket.once('data', () => {
         lastFirstByteAt = clock();
@@ -170,9 +170,10 @@ export const idlerBackendMethods = {
         if (firstBytes === expected) allArrived?.();
       });
     });
+    backend = server;
     return new Promise((resolve) => {
-      backend?.listen({ host: ip, port: 0, backlog: 65_535 }, () => {
-        resolve({ ip, port: (backend?.address() as net.AddressInfo).port });
+      server.listen({ host: ip, port: 0, backlog: 65_535 }, () => {
+        resolve({ ip, port: (server.address() as net.AddressInfo).port });
       });
     });
   },
