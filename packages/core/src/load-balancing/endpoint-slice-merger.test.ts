@@ -442,3 +442,29 @@ function noopTarget(): EndpointsHandler {
     onEndpointsSynced: () => undefined,
   };
 }
+
+describe('the lists the balancer gets from a merged object', () => {
+  it('are the merger’s own, shared and frozen, equal to reading the object afresh', () => {
+    const { calls, merger } = recorder();
+    merger.onEndpointSliceAdd(
+      slice(
+        'web-a',
+        'web',
+        [{ ip: '10.0.0.2' }, { ip: '10.0.0.1' }],
+        [
+          { name: 'http', port: 80, protocol: 'TCP' },
+          { name: 'dns', port: 53, protocol: 'UDP' },
+        ],
+      ),
+    );
+    const delivered = calls[0]?.ep as Endpoints;
+    const first = buildPortsToEndpointsMap(delivered);
+    const second = buildPortsToEndpointsMap(delivered);
+    expect(second).not.toBe(first);
+    expect(second.get('http')).toBe(first.get('http'));
+    expect(Object.isFrozen(first.get('http'))).toBe(true);
+    // What a fresh read of an equal object (not the delivered one) gives.
+    const fresh = buildPortsToEndpointsMap(structuredClone(delivered));
+    expect(Object.fromEntries(first)).toEqual(Object.fromEntries(fresh));
+  });
+});

@@ -2,6 +2,7 @@ import type { EndpointSliceHandler, EndpointsHandler } from '../config/handlers.
 import { componentLogger, type Logger } from '../logger.js';
 import { type EndpointSlice, type Endpoints, SERVICE_NAME_LABEL } from '../model/model.js';
 import { DEFAULT_NAMESPACE, tryObjectKey, tryObjectName } from '../model/object-key.js';
+import { rememberEndpointLists } from './endpoints-map.js';
 import {
   listsOf,
   mergeSlices,
@@ -179,6 +180,8 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
     const old = entry.delivered;
     if (old !== undefined && entry.merged !== undefined && sameLists(entry.merged, merged)) return;
     const next = syntheticEndpoints(entry.namespace, entry.name, view);
+    // The balancer turns `next` back into these very lists: let it share them.
+    rememberEndpointLists(next, merged);
     entry.merged = merged;
     entry.delivered = next;
     if (old === undefined) this.#call('add', () => this.#target.onEndpointsAdd(next));
