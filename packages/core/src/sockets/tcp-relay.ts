@@ -344,22 +344,14 @@ export class TcpRelay implements Silent {
    * pays for its pumps.
    */
   get up(): Pump {
-    let pump = this.#up;
-    if (pump === undefined) {
-      pump = new Pump(this);
-      this.#up = pump;
-    }
-    return pump;
+    this.#up ??= new Pump(this);
+    return this.#up;
   }
 
   /** Backend → client (made on first use, as {@link up}). */
   get down(): Pump {
-    let pump = this.#down;
-    if (pump === undefined) {
-      pump = new Pump(this);
-      this.#down = pump;
-    }
-    return pump;
+    this.#down ??= new Pump(this);
+    return this.#down;
   }
 
   /** Bytes read from the client (sent towards the endpoint). */
