@@ -8,6 +8,7 @@ import { type Netns, NetnsSandbox, netnsSupport } from '../../linux/src/test-sup
 import type { SctpAssociation, SctpMessage } from './index.js';
 import { withSctp } from './proxy-socket-sctp.js';
 import { closed, collect, sendAll } from './test-support/loopback.js';
+import { USRSCTP_DIR, usrsctpMissing } from './test-support/usrsctp.js';
 import { createRawSctpEngine, type RawSctpEngine } from './transport-raw.js';
 
 /**
@@ -16,17 +17,22 @@ import { createRawSctpEngine, type RawSctpEngine } from './transport-raw.js';
  *   client 10.N.1.2 ─veth─ 10.N.1.1 proxy 10.N.2.1 ─veth─ 10.N.2.2 echo
  * The proxy namespace is where nftables drops packets at random. No traffic leaves these namespaces.
  */
-const support = netnsSupport(['nft']);
+const support = netnsSupport(['nft', 'cc']);
 const why = support.ok ? '' : ` (skipped: ${support.reason})`;
 const N = 200 + Math.floor(Math.random() * 50);
 const CLIENT = `10.${N}.1.2`;
 const PORTAL = `10.${N}.1.1`;
 const PROXY_OUT = `10.${N}.2.1`;
 const ECHO = `10.${N}.2.2`;
+const PROXY_U = `10.${N}.3.1`;
+/** usrsctp's echo_server in raw mode (its own namespace: it owns SCTP there). */
+const USRSCTP = `10.${N}.3.2`;
 /** An address of the proxy namespace no raw socket is bound to. */
 const UNSERVED = `10.${N}.1.3`;
 const FAST = { rtoInitial: 100, rtoMin: 100, rtoMax: 1000, sackDelay: 20 };
 const servicePort = { namespace: 'ns', name: 'm3ua', port: 'sctp', protocol: 'SCTP' as const };
+
+const usrsctpServicePort = { namespace: 'ns', name: 'echo', port: '', protocol: 'SCTP' as const };
 
 const sandbox = new NetnsSandbox();
 let nsClient: Netns;
@@ -39,7 +45,8 @@ const engines: RawSctpEngine[] = [];
  */
 let clientEngine: RawSctpEngine;
 let echoEngine: RawSctpEngine;
-let stopProxy: (() => Promise<void>) | undefined;
+const stops: Array<() => Promise<void>> = [];
+let nsUsrsctp: Netns;
 const warnings: string[] = [];
 
 function engineIn(ns: Netns): RawSctpEngine {
@@ -99,6 +106,13 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
     await sandbox.link(nsClient, nsProxy, { addressA: `${CLIENT}/24`, addressB: `${PORTAL}/24` });
     await sandbox.link(nsProxy, nsEcho, { addressA: `${PROXY_OUT}/24`, addressB: `${ECHO}/24` });
     await nsProxy.exec('ip', ['addr', 'add', `${UNSERVED}/32`, 'dev', 'lo']);
+    if (usrsctpMissing === undefined) {
+      nsUsrsctp = await sandbox.namespace();
+      await sandbox.link(nsProxy, nsUsrsctp, {
+        addressA: `${PROXY_U}/24`,
+        addressB: `${USRSCTP}/24`,
+      });
+    }
     await nsClient.exec('ip', ['route', 'add', `${UNSERVED}/32`, 'via', PORTAL]);
 
     clientEngine = engineIn(nsClient);
@@ -106,29 +120,37 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
     const echo = await echoEngine.listen({ address: ECHO, port: 2905 });
     echo.on('association', (a) => a.on('message', (m) => a.send(m)));
 
-    const lb = new FakeLoadBalancer({ [servicePortNameString(servicePort)]: [`${ECHO}:2905`] });
+    const lb = new FakeLoadBalancer({
+      [servicePortNameString(servicePort)]: [`${ECHO}:2905`],
+      [servicePortNameString(usrsctpServicePort)]: [`${USRSCTP}:7`],
+    });
     const factory = withSctp(() => Promise.reject(new Error('base factory called')), {
       engine: engineIn(nsProxy),
       association: FAST,
     });
-    const ctx = createSocketContext({
-      loadBalancer: lb,
-      protocol: 'SCTP',
-      ip: PORTAL,
-      port: 2905,
-      servicePort,
-    });
-    const socket = await factory(ctx);
-    const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
-    stopProxy = async () => {
-      ctx.abort();
-      await socket.close();
-      await loop;
-    };
+    for (const [sp, port] of [
+      [servicePort, 2905],
+      [usrsctpServicePort, 7],
+    ] as const) {
+      const ctx = createSocketContext({
+        loadBalancer: lb,
+        protocol: 'SCTP',
+        ip: PORTAL,
+        port,
+        servicePort: sp,
+      });
+      const socket = await factory(ctx);
+      const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
+      stops.push(async () => {
+        ctx.abort();
+        await socket.close();
+        await loop;
+      });
+    }
   }, 60_000);
 
   afterAll(async () => {
-    await stopProxy?.();
+    for (const stop of stops) await stop();
     for (const e of engines) await e.close();
     await sandbox.cleanup();
   }, 30_000);
@@ -227,6 +249,50 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
       await nsProxy.exec('nft', ['delete', 'table', 'inet', 'sctpall']);
     }
   }, 40_000);
+
+  it.skipIf(usrsctpMissing !== undefined)(
+    `relays to usrsctp's echo_server running raw (native SCTP, not UDP) through the proxy${usrsctpMissing ? ` (skipped: ${usrsctpMissing})` : ''}`,
+    async () => {
+      // No arguments: no UDP encapsulation port, so usrsctp opens raw IPv4/IPv6 SCTP sockets.
+      const server = sandbox.spawnIn(nsUsrsctp, [`${USRSCTP_DIR}/echo_server`]);
+      server.stdout?.resume();
+      server.stderr?.resume();
+      let a: SctpAssociation | undefined;
+      // echo_server prints nothing until exit (a pipe): retry until its listener is up.
+      await waitFor(
+        async () => {
+          const c = await clientEngine
+            .connect({ address: PORTAL, port: 7, signal: AbortSignal.timeout(3_000) })
+            .catch(() => undefined);
+          if (c === undefined) return false;
+          const ok = await new Promise<boolean>((resolve) => {
+            const t = setTimeout(() => resolve(false), 1_000);
+            c.once('message', () => {
+              clearTimeout(t);
+              resolve(true);
+            });
+            c.once('close', () => resolve(false));
+            c.send({ streamId: 0, ppid: 1, data: Buffer.from('ping') });
+          });
+          if (ok) a = c;
+          else c.abort();
+          return ok;
+        },
+        30_000,
+        'usrsctp echo_server answering through the proxy',
+      );
+      const assoc = a as SctpAssociation;
+      const got = collect(assoc);
+      const sent = messages(150);
+      await sendAll(assoc, sent);
+      await waitFor(() => got.length >= 150 || assoc.closeInfo !== undefined, 30_000, 'echoes');
+      expectDelivered(got, sent);
+      const c = closed(assoc);
+      assoc.shutdown();
+      expect((await c).reason).toBe('shutdown');
+    },
+    60_000,
+  );
 
   it('refuses without root with ERR_SCTP_RAW_PERMISSION (the helper run as nobody)', async () => {
     const e = createRawSctpEngine({

@@ -16,7 +16,7 @@ import { until } from './test-support/wait.js';
  * of this process whose helpers run in their own namespaces. Nothing leaves the namespaces.
  *   client 10.N.1.2 ─veth─ 10.N.1.1 node (Service 10.N.9.9 on lo) 10.N.2.1 ─veth─ 10.N.2.2 echo
  */
-const support = netnsSupport();
+const support = netnsSupport(['cc']);
 const why = support.ok ? '' : ` (skipped: ${support.reason})`;
 const N = 200 + Math.floor(Math.random() * 50);
 const CLIENT = `10.${N}.1.2`;
