@@ -166,7 +166,10 @@ export class RawHelper {
     child.stderr?.on('data', (chunk: Buffer) => {
       this.stderr = (this.stderr + chunk.toString()).slice(-2000);
     });
+    // A dying helper can fail a pending write or a kill: 'exit' reports it; never an unhandled 'error'.
+    child.on('error', () => undefined);
     child.stdin?.on('error', () => undefined);
+    child.stdout?.on('error', () => undefined);
     child.once('exit', (code, signal) => {
       this.exited = true;
       const why = `exited (${signal ?? code})${this.stderr ? `: ${JSON.stringify(this.stderr.slice(-300))}` : ''}`;

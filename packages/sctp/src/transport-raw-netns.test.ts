@@ -5,11 +5,14 @@ import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type Netns, NetnsSandbox, netnsSupport } from '../../linux/src/test-support/netns.js';
+import { writeSctpChecksum } from './crc32c.js';
 import type { SctpAssociation, SctpMessage } from './index.js';
 import { withSctp } from './proxy-socket-sctp.js';
 import { closed, collect, sendAll } from './test-support/loopback.js';
+import { prng } from './test-support/prng.js';
 import { USRSCTP_DIR, usrsctpMissing } from './test-support/usrsctp.js';
 import { createRawSctpEngine, type RawSctpEngine } from './transport-raw.js';
+import { RawHelper } from './transport-raw-helper.js';
 
 /**
  * Native SCTP (IP protocol 132) between three network namespaces this file makes, every stack ours
@@ -45,6 +48,7 @@ const engines: RawSctpEngine[] = [];
  */
 let clientEngine: RawSctpEngine;
 let echoEngine: RawSctpEngine;
+let proxyEngine: RawSctpEngine;
 const stops: Array<() => Promise<void>> = [];
 let nsUsrsctp: Netns;
 const warnings: string[] = [];
@@ -116,6 +120,7 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
     await nsClient.exec('ip', ['route', 'add', `${UNSERVED}/32`, 'via', PORTAL]);
 
     clientEngine = engineIn(nsClient);
+    proxyEngine = engineIn(nsProxy);
     echoEngine = engineIn(nsEcho);
     const echo = await echoEngine.listen({ address: ECHO, port: 2905 });
     echo.on('association', (a) => a.on('message', (m) => a.send(m)));
@@ -125,7 +130,7 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
       [servicePortNameString(usrsctpServicePort)]: [`${USRSCTP}:7`],
     });
     const factory = withSctp(() => Promise.reject(new Error('base factory called')), {
-      engine: engineIn(nsProxy),
+      engine: proxyEngine,
       association: FAST,
     });
     for (const [sp, port] of [
@@ -205,6 +210,57 @@ describe.skipIf(!support.ok)(`raw IP SCTP in network namespaces${why}`, () => {
     expect(await snmp(nsProxy, 'Ip', 'InUnknownProtos')).toBeGreaterThan(before);
     expect(await snmp(nsProxy, 'Icmp', 'OutDestUnreachs')).toBeGreaterThan(unreachBefore);
   }, 30_000);
+
+  it('refuses crafted packets in the guard before the engine (bad CRC32c, chunk lengths past the packet, random chunks) and keeps relaying', async () => {
+    const rnd = prng(0x5c7b);
+    // A sender of raw packets in the client namespace: the helper alone, its socket unbound (it
+    // reads nothing: the copies of the client engine's packets it gets are dropped).
+    const sender = await RawHelper.start({ command: ['ip', 'netns', 'exec', nsClient.name] });
+    try {
+      const raw = await sender.open('0.0.0.0', () => undefined);
+      const packet = (len: number, fixCrc: boolean): Buffer => {
+        const b = Buffer.alloc(len);
+        for (let i = 0; i < len; i++) b[i] = Math.floor(rnd() * 256);
+        b.writeUInt16BE(40_000 + Math.floor(rnd() * 1000), 0);
+        b.writeUInt16BE(2905, 2);
+        if (fixCrc) writeSctpChecksum(b);
+        return b;
+      };
+      for (let i = 0; i < 300; i++) raw.send(packet(12 + Math.floor(rnd() * 400), false), PORTAL);
+      for (let i = 0; i < 300; i++) {
+        const b = packet(16 + 4 * Math.floor(rnd() * 60), false);
+        b.writeUInt16BE(b.length, 14); // the first chunk's length: the whole packet and beyond
+        if (i % 2 === 0) b.writeUInt16BE(b.length + 4, 14);
+        writeSctpChecksum(b);
+        raw.send(b, PORTAL);
+      }
+      for (let i = 0; i < 300; i++) raw.send(packet(12 + Math.floor(rnd() * 400), true), PORTAL);
+      const portal = async () =>
+        (await proxyEngine.endpointCounters()).find((e) => e.address === PORTAL)?.counters;
+      await waitFor(
+        async () => ((await portal())?.datagramsIn ?? 0) >= 900,
+        20_000,
+        'the crafted packets at the portal',
+      );
+      const c = await portal();
+      // Random bytes fail the checksum (or are too short to carry a chunk); fixed checksums with
+      // a chunk running past the packet fail the bounds; the random chunks that pass the guard are
+      // out-of-the-blue packets the endpoint answers or drops without an exception.
+      const refused = c?.refused ?? {};
+      expect(
+        (refused['bad-checksum'] ?? 0) + (refused['short-packet'] ?? 0),
+      ).toBeGreaterThanOrEqual(300);
+      expect(c?.refused['bad-chunk-length']).toBeGreaterThan(0);
+      expect(c?.exceptions).toBe(0);
+      raw.close();
+    } finally {
+      sender.close();
+    }
+    const { a } = await roundTrip(50);
+    const done = closed(a);
+    a.shutdown();
+    expect((await done).reason).toBe('shutdown');
+  }, 60_000);
 
   it('still delivers everything with 5 % of SCTP packets dropped at random by nftables both ways at the proxy', async () => {
     const rules = [

@@ -15,6 +15,7 @@ import {
   type EndpointSettings,
   random32,
   SctpEndpoint,
+  type SctpEndpointCounters,
 } from './endpoint.js';
 import type {
   SctpAssociation,
@@ -124,6 +125,16 @@ export class RawSctpEngine implements SctpEngine {
       sendErrors: this.totals.sendErrors + c.sendErrors,
       sendDropped: this.totals.sendDropped + c.sendDropped,
     };
+  }
+
+  /** Each open endpoint's counters (the guard's refusals per reason, contained exceptions, ...). */
+  async endpointCounters(): Promise<Array<{ address: string; counters: SctpEndpointCounters }>> {
+    const out: Array<{ address: string; counters: SctpEndpointCounters }> = [];
+    for (const [address, p] of this.endpoints) {
+      const ep = await p.catch(() => undefined);
+      if (ep !== undefined) out.push({ address, counters: ep.counters });
+    }
+    return out;
   }
 
   /** Starts the helper now (listen and connect do it anyway): reports a missing privilege early. */
