@@ -52,3 +52,17 @@ export {
   type SctpRelayResult,
 } from './relay.js';
 export { defaultTimers, type SctpTimers, type TimerHandle } from './timers.js';
+export {
+  createRawSctpEngine,
+  RawSctpEngine,
+  type RawSctpEngineOptions,
+  SctpRawIpv4OnlyError,
+} from './transport-raw.js';
+export {
+  buildRawHelper,
+  type RawHelperCounters,
+  type RawHelperOptions,
+  SctpRawHelperError,
+  SctpRawPermissionError,
+  SctpRawSocketError,
+} from './transport-raw-helper.js';

@@ -315,6 +315,13 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.sctpMaxAssociationsPerPort',
   },
   {
+    flags: '--sctp-transport <udp|raw>',
+    description:
+      'SCTP Services: "udp" is RFC 6951 encapsulation; "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',
+    shownDefault: 'udp',
+    field: 'userspaceProxy.sctpTransport',
+  },
+  {
     flags: '--tcp-idle-timeout <duration>',
     description: 'Close a proxied TCP connection idle in both directions this long. 0 means never.',
     shownDefault: '0s',

@@ -100,6 +100,8 @@ export interface UserspaceProxyConfiguration {
   sctpEncapsulationPort: number;
   /** SCTP: client associations one Service port address relays at once. */
   sctpMaxAssociationsPerPort: number;
+  /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
+  sctpTransport: 'udp' | 'raw';
 }
 
 /** The complete, defaulted configuration. */
@@ -237,6 +239,7 @@ export const configFileSchema = z.strictObject({
       idlingHoldTimeout: duration.optional(),
       sctpEncapsulationPort: z.number().int().optional(),
       sctpMaxAssociationsPerPort: z.number().int().optional(),
+      sctpTransport: z.enum(['udp', 'raw']).optional(),
     })
     .optional(),
 });
@@ -261,6 +264,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   idlingHoldTimeout: 120_000,
   sctpEncapsulationPort: 9899,
   sctpMaxAssociationsPerPort: 1024,
+  sctpTransport: 'udp',
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -366,6 +370,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
         ext.sctpEncapsulationPort ?? DEFAULT_USERSPACE_PROXY.sctpEncapsulationPort,
       sctpMaxAssociationsPerPort:
         ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
+      sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
     },
   };
 }

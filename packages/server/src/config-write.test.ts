@@ -92,6 +92,7 @@ userspaceProxy:
   idlingHoldTimeout: 30s
   sctpEncapsulationPort: 19899
   sctpMaxAssociationsPerPort: 64
+  sctpTransport: raw
 `;
 
 async function readBack(path: string): Promise<KubeProxyConfiguration> {

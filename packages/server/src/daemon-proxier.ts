@@ -7,7 +7,7 @@ import {
   type ProxySocketFactory,
 } from '@userspace-proxy/core';
 import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
-import { withSctp } from '@userspace-proxy/sctp';
+import { createRawSctpEngine, withSctp } from '@userspace-proxy/sctp';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import type { ProxySources } from './sources.js';
 
@@ -33,18 +33,27 @@ export async function buildDaemonProxier(
   env: { logger: Logger; sources?: ProxySources },
 ): Promise<DaemonProxier> {
   const ext = config.userspaceProxy;
+  // --sctp-transport=raw: one raw engine for every SCTP socket (main and idling), since two raw
+  // stacks on one address would abort each other's associations; started now, so a missing
+  // privilege or compiler stops the daemon at start-up with its coded error.
+  const raw =
+    ext.sctpTransport === 'raw'
+      ? createRawSctpEngine({ onWarning: (m) => env.logger.warn(m) })
+      : undefined;
+  await raw?.start();
   const sctp = {
     encapsulationPort: ext.sctpEncapsulationPort,
     endpointEncapsulationPort: ext.sctpEncapsulationPort,
     maxAssociations: ext.sctpMaxAssociationsPerPort,
     dialTimeoutsMs: [...ext.dialTimeouts],
+    ...(raw ? { engine: raw } : {}),
   };
   const withProtocols = (base: ProxySocketFactory): ProxySocketFactory => withSctp(base, sctp);
   const main = await newCustomProxier(
     options,
     withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
   );
-  if (!ext.idling) return { proxier: main, close: async () => {} };
+  if (!ext.idling) return { proxier: main, close: async () => raw?.close() };
   const unidler = env.sources?.createUnidler?.();
   const idler = new Idler({
     maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
@@ -82,6 +91,7 @@ export async function buildDaemonProxier(
       closed ??= (async () => {
         idler.close();
         await unidler?.close();
+        await raw?.close();
       })();
       return closed;
     },
