@@ -257,6 +257,7 @@ describe.skipIf(reason !== undefined)('the image built by deploy/image/build.sh'
       process.kill(pid, 'SIGTERM');
       expect(await exited).toBe(0);
       expect(output).toContain('stopped');
+      expect(output).toMatch(/Node\.js v20\./); // the image's own Node, as the start line says
     } finally {
       daemon.kill('SIGKILL'); // --kill-child: the daemon goes with it
       await backends.close();
