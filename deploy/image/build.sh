@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
   --tag) tag="$2"; shift 2 ;;
   --skip-build) skip_build=true; shift ;;
   --docker-archive) docker_archive=true; shift ;;
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   *) die "unknown argument $1 (see --help)" ;;
   esac
 done
