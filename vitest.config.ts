@@ -14,6 +14,11 @@ const projects = folders.map(({ name, root }) => ({
   extends: true as const,
   test: { name, root, include: ['src/**/*.test.ts'] },
 }));
+// deploy/image/build.sh's test: builds the image and runs the daemon inside it.
+projects.push({
+  extends: true,
+  test: { name: 'image', root: 'deploy/image', include: ['*.test.ts'] },
+});
 
 export default defineConfig({
   // Workspace packages resolve to their TypeScript sources (package.json "exports" → "@userspace-proxy/source").

@@ -1,9 +1,9 @@
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Service } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManifestSource, ManifestError, type ReloadOutcome } from './source-manifest.js';
+import { recordServiceEvents } from './test-support/informer-events.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { until } from './test-support/wait.js';
 
@@ -23,15 +23,7 @@ afterEach(async () => {
 const web = (endpoints: { ip: string; port: number }[], port = 80) =>
   serviceWithSlice({ clusterIP: '127.1.70.1', port, endpoints });
 
-function record(informer: { addEventHandler(h: object): void }) {
-  const events: string[] = [];
-  informer.addEventHandler({
-    onAdd: (s: Service) => events.push(`add ${s.metadata.name}`),
-    onUpdate: (_o: Service, s: Service) => events.push(`update ${s.metadata.name}`),
-    onDelete: (s: Service) => events.push(`delete ${s.metadata.name}`),
-  });
-  return events;
-}
+const record = recordServiceEvents;
 
 describe('ManifestSource', () => {
   it('reads the file at creation and delivers it when run, synced', async () => {
@@ -109,7 +101,10 @@ describe('ManifestSource', () => {
     const services = record(source.services);
     void source.run(stop.signal);
     const next = join(dir, '.services.yaml.swp');
-    await writeFile(next, '# nothing to serve\n');
+    await writeFile(
+      next,
+      '# nothing to serve: an explicit empty list (a blank file keeps the state)\n[]\n',
+    );
     await rename(next, path);
     await until(() => services.includes('delete web'), 'the deletion');
     expect(source.services.keys()).toEqual([]);

@@ -26,6 +26,13 @@ import type { ProxySources } from './sources.js';
  * which turns the new file into the adds, updates and deletes that differ, so unchanged Services
  * keep their listeners and established connections. An edit that does not parse or validate is
  * logged with every reason and ignored: the last good state keeps serving until the file is fixed.
+ *
+ * A file with no content (zero bytes, or only white space, comments and document markers) is "not
+ * written yet", never "no Services": an editor or a script that truncates the file and then writes
+ * it shows exactly that between its two steps, and applying it would close every listener and cut
+ * every connection. Such a read keeps the current state, is reported once (a warning and
+ * `onReload`), and is read again after the settle delay; removing every Service takes an explicit
+ * empty list (`[]`, or a `List` with `items: []`).
  */
 
 /** Thrown when the file is unusable at start, where there is no last good state to keep. */
@@ -42,8 +49,16 @@ export class ManifestError extends Error {
 export interface ReloadOutcome {
   /** True when the file was applied (or was unchanged). */
   applied: boolean;
-  /** True when the text was the same as the last one read: nothing was done. */
+  /**
+   * True when the text was the same as the last one read (or the file is still without content):
+   * nothing was done.
+   */
   unchanged: boolean;
+  /**
+   * True when the file had no content (see {@link isBlankManifest}): not applied, the current
+   * state kept, as a truncating write in progress looks exactly like this.
+   */
+  empty?: boolean;
   errors: readonly string[];
   warnings: readonly string[];
   /** Informer events the reload caused (0 when nothing differed, or before `run`). */
@@ -80,6 +95,20 @@ async function readLimited(path: string): Promise<string> {
   return readFile(path, 'utf8');
 }
 
+/** A YAML line that holds nothing: blank, a comment, or a document marker (`---`, `...`). */
+const NOTHING_LINE = /^\s*(?:#.*|(?:---|\.\.\.)(?:\s+#.*)?)?\s*$/;
+
+/**
+ * True when a manifest's text has no content at all: zero bytes, or only white space, comments and
+ * `---`/`...` markers (what a file being rewritten in place, or a template with everything commented
+ * out, holds). The source treats such a file as not written yet; an explicit `[]` or `items: []`
+ * is content, and means no Services.
+ */
+export function isBlankManifest(text: string): boolean {
+  const body = text.startsWith('\uFEFF') ? text.slice(1) : text;
+  return body.split(/\r?\n/).every((line) => NOTHING_LINE.test(line));
+}
+
 /** The warnings of one reload as one message (one mistake, one line). */
 export function warningsMessage(path: string, warnings: readonly string[]): string {
   return `${path}: ${warnings.join('; ')}`;
@@ -103,6 +132,12 @@ export class ManifestSource implements ProxySources {
   /** The errors last reported, for the same reason (a file that cannot be read, again and again). */
   #reported: string | undefined;
   #queue: Promise<unknown> = Promise.resolve();
+  /** True while the file reads as blank: a second blank read in a row is not reported again. */
+  #blank = false;
+  /** The one re-read scheduled after a blank read. */
+  #reread: ReturnType<typeof setTimeout> | undefined;
+  /** Services last delivered or loaded, for the blank file's warning. */
+  #serviceCount = 0;
   /** Contents loaded before `run`: held back until the daemon has registered every handler. */
   #initial: ManifestContents | undefined;
   #started = false;
@@ -139,8 +174,17 @@ export class ManifestSource implements ProxySources {
       const reason = `cannot read ${this.#path}: ${(err as Error).message}`;
       return { applied: false, unchanged: false, errors: [reason], warnings: [], events: 0 };
     }
+    if (isBlankManifest(text)) {
+      const unchanged = this.#blank;
+      this.#blank = true;
+      return { applied: false, unchanged, empty: true, errors: [], warnings: [], events: 0 };
+    }
+    const wasBlank = this.#blank;
+    this.#blank = false;
     if (text === this.#lastText) {
-      return { applied: true, unchanged: true, errors: [], warnings: [], events: 0 };
+      // After a blank read, the same text back (a truncate-then-write of an unchanged file) is
+      // reported as applied with no change, so the log says the file is whole again.
+      return { applied: true, unchanged: !wasBlank, errors: [], warnings: [], events: 0 };
     }
     if (text === this.#rejectedText) {
       return { applied: false, unchanged: true, errors: [], warnings: [], events: 0 };
@@ -164,6 +208,7 @@ export class ManifestSource implements ProxySources {
       endpointSlices: endpointSlices.length,
       endpoints: endpoints.length,
     };
+    this.#serviceCount = services.length;
     let events = 0;
     if (this.#started) events = this.#apply(parsed.contents);
     else this.#initial = parsed.contents;
@@ -198,14 +243,33 @@ export class ManifestSource implements ProxySources {
       this.#initial = undefined;
     }
     this.#log.info(`watching ${this.#path} for changes`);
-    signal.addEventListener('abort', () => this.#parser.close(), { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        this.#parser.close();
+        if (this.#reread !== undefined) clearTimeout(this.#reread);
+        this.#reread = undefined;
+      },
+      { once: true },
+    );
+    const reload = () => {
+      void this.load().then((outcome) => {
+        if (!signal.aborted) this.#report(outcome);
+      });
+    };
+    this.#rereadBlank = () => {
+      if (this.#reread !== undefined || signal.aborted) return;
+      this.#reread = setTimeout(() => {
+        this.#reread = undefined;
+        reload();
+      }, this.#options.debounceMs ?? 100);
+      this.#reread.unref?.();
+    };
     await watchFile(
       {
         path: this.#path,
         logger: this.#log,
-        onChange: () => {
-          void this.load().then((outcome) => this.#report(outcome));
-        },
+        onChange: reload,
         ...(this.#options.debounceMs !== undefined ? { debounceMs: this.#options.debounceMs } : {}),
         ...(this.#options.rewatchMs !== undefined ? { rewatchMs: this.#options.rewatchMs } : {}),
         ...(this.#options.watch ? { watch: this.#options.watch } : {}),
@@ -214,10 +278,18 @@ export class ManifestSource implements ProxySources {
     );
   }
 
+  /** Schedules one re-read after the settle delay (set by `run`). */
+  #rereadBlank: () => void = () => {};
+
   /** One message per reload: the errors, or the warnings and the result; a repeat says nothing. */
   #report(outcome: ReloadOutcome): void {
     if (outcome.unchanged) return;
-    if (outcome.applied) {
+    if (outcome.empty) {
+      this.#reported = undefined;
+      this.#log.warn(blankMessage(this.#path, this.#serviceCount));
+      // A truncate-then-write whose second step raised no further notice is still picked up.
+      this.#rereadBlank();
+    } else if (outcome.applied) {
       this.#reported = undefined;
       if (outcome.warnings.length > 0)
         this.#log.warn(warningsMessage(this.#path, outcome.warnings));
@@ -238,9 +310,18 @@ export class ManifestSource implements ProxySources {
   }
 }
 
+/** The warning for a file without content, saying what is kept and how to remove every Service. */
+function blankMessage(path: string, kept: number): string {
+  return (
+    `${path} has no content (a write in progress?): keeping the current ${kept} Service(s) and ` +
+    'reading it again; to remove every Service write an empty list, [] (or a List with items: [])'
+  );
+}
+
 /**
  * Creates the source and reads the file once, so an invalid file stops the daemon at start; its
- * objects are delivered when `run` is called.
+ * objects are delivered when `run` is called. A file without content starts the daemon with no
+ * Services (there is nothing to keep), with a warning.
  * @throws ManifestError when the file cannot be read or is invalid.
  */
 export async function createManifestSource(
@@ -248,11 +329,18 @@ export async function createManifestSource(
 ): Promise<ManifestSource> {
   const source = new ManifestSource(options);
   const outcome = await source.load();
+  const log = componentLogger(options.logger, 'services-file');
+  if (outcome.empty) {
+    log.warn(
+      `${source.path} has no content: starting with no Services; a Service written to it later is ` +
+        'applied (an empty list, [], says "no Services" without this warning)',
+    );
+    return source;
+  }
   if (!outcome.applied) {
     source.close();
     throw new ManifestError(source.path, outcome.errors);
   }
-  const log = componentLogger(options.logger, 'services-file');
   if (outcome.warnings.length > 0) log.warn(warningsMessage(source.path, outcome.warnings));
   const counts = outcome.counts;
   log.info(
