@@ -12,6 +12,9 @@ switch (role) {
   case 'load':
     serveRole((await import('./roles/loadgen.js')).loadMethods);
     break;
+  case 'sctp':
+    serveRole((await import('./roles/sctp.js')).sctpMethods);
+    break;
   default:
     throw new Error(`unknown role ${role}`);
 }
