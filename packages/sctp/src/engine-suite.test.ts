@@ -8,7 +8,7 @@ import { describe, expect, it, type TestContext } from 'vitest';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { ChunkType } from './chunk-types.js';
 import { singleChunkPacket } from './codec.js';
-import type { SctpAssociation, SctpEngine, SctpMessage } from './index.js';
+import type { SctpAssociation, SctpAssociationOptions, SctpEngine, SctpMessage } from './index.js';
 import { closed, collect, randomLoopback, randomPort, sendAll } from './test-support/loopback.js';
 import { prng } from './test-support/prng.js';
 import { SUITE_ENGINES, type SuiteEngine } from './test-support/suite-engines.js';
@@ -61,8 +61,9 @@ async function pair(
   t: TestContext,
   e: SuiteEngine,
   policy?: RelayPolicy,
+  options?: SctpAssociationOptions,
 ): Promise<{ relay: Relay; client: SctpAssociation; server: SctpAssociation }> {
-  const s = await setup(t, e.make(), e.make(), policy);
+  const s = await setup(t, e.make(options), e.make(options), policy);
   const client = await s.connect();
   const server = await waitFor(() => s.accepted, CONNECT_MS, 'accepted');
   return { relay: s.relay, client, server };
@@ -416,7 +417,11 @@ tests.push(
     'reports failure within 10 s when the path dies after setup',
     async (t, e) => {
       let dead = false;
-      const { client } = await pair(t, e, () => (dead ? { drop: true } : undefined));
+      // Our engine gives up after 4 timeouts of at most 200 ms (foreign ones keep their timers).
+      const { client } = await pair(t, e, () => (dead ? { drop: true } : undefined), {
+        rtoMax: 200,
+        maxRetransmits: 4,
+      });
       dead = true;
       const start = performance.now();
       client.send({ data: Buffer.from('into the void') });

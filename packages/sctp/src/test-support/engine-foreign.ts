@@ -31,63 +31,22 @@ import {
   SctpNotWritableError,
   type SctpOutboundMessage,
 } from '../index.js';
+import {
+  type ForeignDriver,
+  type ForeignEngineCounters,
+  type ForeignEngineOptions,
+  type ForeignHost,
+  type ForeignStack,
+  ZERO_COUNTERS,
+} from './engine-foreign-types.js';
 
-/** What a stack driver reports to its association. */
-export interface ForeignHost {
-  /** One SCTP packet to the peer. */
-  output(packet: Buffer): void;
-  established(outboundStreams: number, inboundStreams: number): void;
-  message(m: SctpMessage): void;
-  /** Some queued bytes were accepted by the stack (lowers bufferedAmount by `bytes`). */
-  sent(bytes: number): void;
-  closed(reason: SctpCloseReason, detail: string): void;
-}
-
-/** One association of the foreign stack. Every method may throw: the engine contains it. */
-export interface ForeignDriver {
-  /** A packet from the peer; a returned promise's rejection is contained like a throw. */
-  input(packet: Buffer): unknown;
-  send(m: SctpOutboundMessage): void;
-  shutdown(): void;
-  abort(): void;
-}
-
-/** A foreign stack. */
-export interface ForeignStack {
-  readonly name: string;
-  /** Starts an association that sends INIT. */
-  client(host: ForeignHost, localPort: number, remotePort: number): ForeignDriver;
-  /** An association for a peer whose INIT (the first packet passed to `input`) just arrived. */
-  server(host: ForeignHost, localPort: number, remotePort: number): ForeignDriver;
-}
-
-/** Options of the wrapper. */
-export interface ForeignEngineOptions {
-  /** CRC32c and chunk bounds checked before the stack sees a packet. Default true. */
-  readonly guard?: boolean;
-  /** `send` returns false at or above this many queued bytes. Default 1 MiB. */
-  readonly sendHighWaterMark?: number;
-}
-
-/** Refusals and contained exceptions of one engine (all its sockets). */
-export interface ForeignEngineCounters {
-  refused: Record<string, number>;
-  exceptions: number;
-}
-
-const ZERO_COUNTERS: SctpAssociationCounters = {
-  packetsIn: 0,
-  packetsOut: 0,
-  messagesIn: 0,
-  messagesOut: 0,
-  bytesIn: 0,
-  bytesOut: 0,
-  retransmits: 0,
-  fastRetransmits: 0,
-  timeouts: 0,
-  duplicateChunks: 0,
-  droppedChunks: 0,
-};
+export type {
+  ForeignDriver,
+  ForeignEngineCounters,
+  ForeignEngineOptions,
+  ForeignHost,
+  ForeignStack,
+} from './engine-foreign-types.js';
 
 class ForeignAssociation extends EventEmitter<SctpAssociationEvents> implements SctpAssociation {
   state: AssociationState = 'cookie-wait';
@@ -241,9 +200,10 @@ class ForeignListener extends EventEmitter<SctpListenerEvents> implements SctpLi
   get associationCount(): number {
     return this.associations.size;
   }
+  closed = false;
   async close(): Promise<void> {
-    this.socket.removeAllListeners('message');
-    // Open associations stay up as with net.Server; the socket closes with the last of them.
+    // No new associations; open ones stay up as with net.Server, the socket goes with the last.
+    this.closed = true;
     if (this.associations.size === 0) closeSocket(this.socket);
     else for (const a of this.associations.values()) a.once('close', () => this.maybeClose());
   }
@@ -319,7 +279,7 @@ export class ForeignSctpEngine implements SctpEngine {
       let a = l.associations.get(key);
       if (a === undefined) {
         // Only an INIT for the listener's port creates an association.
-        if (dst !== port || packet[12] !== ChunkType.INIT) {
+        if (l.closed || dst !== port || packet[12] !== ChunkType.INIT) {
           this.counters.refused['out-of-the-blue'] =
             (this.counters.refused['out-of-the-blue'] ?? 0) + 1;
           return;
