@@ -14,7 +14,7 @@ import { ForeignSctpEngine } from './engine-foreign.js';
 import { npmSctpStack } from './engine-npm-sctp.js';
 import { weriftStack } from './engine-werift.js';
 
-/** Short timers for our engine, as the fault-injection tests always used. */
+/** Short timers for our engine (RTO from 100 ms, SACK delay 20 ms), so faults recover in milliseconds. */
 export const FAST: SctpAssociationOptions = {
   rtoInitial: 100,
   rtoMin: 50,
