@@ -21,6 +21,9 @@ switch (role) {
   case 'idler-backend':
     serveRole((await import('./roles/idler-roles.js')).idlerBackendMethods);
     break;
+  case 'sctp':
+    serveRole((await import('./roles/sctp.js')).sctpMethods);
+    break;
   default:
     throw new Error(`unknown role ${role}`);
 }

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { markdown, svgChart } from './report.js';
 import { FULL, runSuite, SMOKE, type SuiteConfig } from './suite.js';
 
-const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,memory,sync,lb,idler] [--write]
+const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,memory,sctp,sync,lb,idler] [--write]
   --smoke   a few seconds, to check the harness (what CI runs)
   --reps N  repetitions per scenario (default 5)
   --only    run only these groups
@@ -50,6 +50,9 @@ function buildCore(): void {
   const tsc = require.resolve('typescript/bin/tsc');
   const project = fileURLToPath(new URL('../../packages/idler/tsconfig.json', import.meta.url));
   execFileSync(process.execPath, [tsc, '-b', project], { stdio: 'inherit' });
+  // The sctp group's processes import @userspace-proxy/sctp (its project references core's).
+  const sctp = fileURLToPath(new URL('../../packages/sctp/tsconfig.json', import.meta.url));
+  execFileSync(process.execPath, [tsc, '-b', sctp], { stdio: 'inherit' });
 }
 
 async function main(argv: string[]): Promise<void> {

@@ -5,6 +5,7 @@ import type { Frontend } from './roles/proxy-host.js';
 import type { SyncCost } from './roles/sync-cost.js';
 import { RoleProcess } from './rpc.js';
 import { latencyRows, memoryRows, syncRows, tcpRows, udpRows } from './scenarios.js';
+import { sctpRows } from './sctp.js';
 
 export type { CpuUse, Row, SuiteConfig, Variant } from './compare.js';
 
@@ -88,6 +89,7 @@ export async function runSuite(cfg: SuiteConfig): Promise<SuiteResult> {
     proxy.stop();
     load.stop();
   }
+  if (want('sctp')) await sctpRows(cfg, rows);
   const sync = want('sync') ? await syncRows(cfg) : [];
   const nextEndpoint = want('lb') ? await nextEndpointFigures() : undefined;
   const idler = want('idler') ? await runIdlerBench(cfg.idler ?? IDLER_FULL) : undefined;

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
-import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
-import { closed, collect, randomLoopback, randomPort, sendAll } from './test-support/loopback.js';
+import { createUserspaceSctpEngine, type SctpEngine } from './index.js';
+import { collect, randomLoopback, randomPort } from './test-support/loopback.js';
 
 const engines: SctpEngine[] = [];
 afterEach(async () => {
@@ -14,59 +14,8 @@ function engine(): SctpEngine {
   return e;
 }
 
-async function pair(): Promise<{ client: SctpAssociation; server: SctpAssociation }> {
-  const address = randomLoopback();
-  const encapsulationPort = randomPort();
-  const listener = await engine().listen({ address, port: 5000, encapsulationPort });
-  const accepted = new Promise<SctpAssociation>((resolve) => listener.once('association', resolve));
-  const client = await engine().connect({
-    address,
-    port: 5000,
-    encapsulationPort,
-    localAddress: '127.0.0.1',
-  });
-  return { client, server: await accepted };
-}
-
+// Connect, messages, large messages, shutdown, faults and crafted packets: engine-suite.test.ts.
 describe('userspace engine over UDP loopback', () => {
-  it('connects, relays messages with stream, PPID and U bit, and shuts down gracefully', async () => {
-    const { client, server } = await pair();
-    expect(client.state).toBe('established');
-    const got = collect(server);
-    client.send({ streamId: 1, ppid: 51, data: Buffer.from('hello') });
-    client.send({ streamId: 2, ppid: 52, unordered: true, data: Buffer.from('world') });
-    await waitFor(() => got.length === 2);
-    expect(got.map((m) => [m.streamId, m.ppid, m.unordered, m.data.toString()])).toEqual([
-      [1, 51, false, 'hello'],
-      [2, 52, true, 'world'],
-    ]);
-    const cc = closed(client);
-    const sc = closed(server);
-    client.shutdown();
-    expect((await cc).reason).toBe('shutdown');
-    expect((await sc).reason).toBe('shutdown');
-  });
-
-  it('moves many messages and large fragmented ones in order', async () => {
-    const { client, server } = await pair();
-    const got = collect(server);
-    const msgs = Array.from({ length: 2000 }, (_, i) => ({
-      streamId: i % 3,
-      ppid: i,
-      data: Buffer.alloc(100 + (i % 7) * 1000, i & 0xff),
-    }));
-    msgs.push({ streamId: 0, ppid: 99, data: Buffer.alloc(300_000, 7) });
-    await sendAll(client, msgs);
-    await waitFor(() => got.length === msgs.length, 15_000);
-    for (let s = 0; s < 3; s++) {
-      const want = msgs.filter((m) => m.streamId === s).map((m) => m.ppid);
-      expect(got.filter((m) => m.streamId === s).map((m) => m.ppid)).toEqual(want);
-    }
-    expect(got.at(-1)?.data.length).toBe(300_000);
-    server.shutdown();
-    expect((await closed(client)).reason).toBe('shutdown');
-  });
-
   it('serves many associations on one port and one UDP socket, told apart by tags', async () => {
     const address = randomLoopback();
     const encapsulationPort = randomPort();

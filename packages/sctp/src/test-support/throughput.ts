@@ -1,8 +1,10 @@
 /**
  * A quick throughput probe of the engine over UDP loopback:
- * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/throughput.ts [seconds]`.
+ * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/throughput.ts [seconds] [engine]`.
  * Prints messages/s at 100 B and MB/s at 64 KiB, for one direct association and through a relay
  * (client → listener | relayAssociations | connect → server, all in this process). Not a test.
+ * `engine` is `userspace` (default) or one of the suite's foreign ones, `werift` or `npm-sctp`
+ * (direct only: the figures docs/sctp.md gives per engine).
  */
 import { performance } from 'node:perf_hooks';
 import {
@@ -11,7 +13,18 @@ import {
   type SctpAssociation,
   type SctpEngine,
 } from '../index.js';
+import { ForeignSctpEngine } from './engine-foreign.js';
+import { npmSctpStack } from './engine-npm-sctp.js';
+import { weriftStack } from './engine-werift.js';
 import { randomLoopback, randomPort } from './loopback.js';
+
+const which = process.argv[3] ?? 'userspace';
+const makeEngine = (): SctpEngine =>
+  which === 'werift'
+    ? new ForeignSctpEngine(weriftStack)
+    : which === 'npm-sctp'
+      ? new ForeignSctpEngine(npmSctpStack)
+      : createUserspaceSctpEngine();
 
 interface Run {
   messages: number;
@@ -20,11 +33,7 @@ interface Run {
 }
 
 async function measure(size: number, seconds: number, relayed: boolean): Promise<Run> {
-  const engines: SctpEngine[] = [
-    createUserspaceSctpEngine(),
-    createUserspaceSctpEngine(),
-    createUserspaceSctpEngine(),
-  ];
+  const engines: SctpEngine[] = [makeEngine(), makeEngine(), makeEngine()];
   const [server, client, proxy] = engines as [SctpEngine, SctpEngine, SctpEngine];
   const address = randomLoopback();
   const encapsulationPort = randomPort();
@@ -72,14 +81,15 @@ async function measure(size: number, seconds: number, relayed: boolean): Promise
     sent++;
     if (!a.send({ data: payload })) await new Promise<void>((r) => a.once('drain', r));
   }
-  while (received < sent) await new Promise((r) => setImmediate(r));
+  const deadline = performance.now() + 20_000;
+  while (received < sent && performance.now() < deadline) await new Promise((r) => setImmediate(r));
   const elapsed = (performance.now() - start) / 1000;
   for (const e of engines) await e.close();
   return { messages: received, bytes, elapsed };
 }
 
 const seconds = Number(process.argv[2] ?? 3);
-for (const relayed of [false, true]) {
+for (const relayed of which === 'userspace' ? [false, true] : [false]) {
   const how = relayed ? 'through a relay' : 'direct';
   const small = await measure(100, seconds, relayed);
   console.log(

@@ -13,6 +13,8 @@ export interface RelayDecision {
   readonly duplicate?: boolean;
   readonly delayMs?: number;
   readonly corrupt?: boolean;
+  /** With `corrupt`: the byte to flip (negative counts from the end); default a random one past the header. */
+  readonly corruptAt?: number;
 }
 
 /** Decides per datagram; `chunkTypes` are read loosely from the packet. */
@@ -33,6 +35,10 @@ export interface Relay {
     delayed: number;
     corrupted: number;
   };
+  /** The verification tag last seen each way (c2s carries the server's tag, s2c the client's). */
+  readonly tags: { c2s: number | undefined; s2c: number | undefined };
+  /** Sends a crafted datagram as if the relay had forwarded it: to the server (c2s) or the client (s2c). */
+  inject(dir: Direction, packet: Buffer): void;
   close(): Promise<void>;
 }
 
@@ -70,7 +76,12 @@ export async function startRelay(
   let client: { address: string; port: number } | undefined;
   const timers = new Set<ReturnType<typeof setTimeout>>();
   let closed = false;
+  const tags: { c2s: number | undefined; s2c: number | undefined } = {
+    c2s: undefined,
+    s2c: undefined,
+  };
   const pass = (dir: Direction, msg: Buffer, out: Socket, port: number, to: string): void => {
+    if (msg.length >= 12) tags[dir] = msg.readUInt32BE(4);
     const d = policy(dir, chunkTypes(msg), msg) ?? {};
     if (d.drop) {
       stats.dropped++;
@@ -79,7 +90,10 @@ export async function startRelay(
     let data = msg;
     if (d.corrupt && msg.length > 12) {
       data = Buffer.from(msg);
-      const at = 12 + Math.floor(Math.random() * (data.length - 12));
+      const at =
+        d.corruptAt === undefined
+          ? 12 + Math.floor(Math.random() * (data.length - 12))
+          : (d.corruptAt + data.length) % data.length;
       data[at] = (data[at] as number) ^ 0x5a;
       stats.corrupted++;
     }
@@ -114,6 +128,12 @@ export async function startRelay(
     address,
     port: front.address().port,
     stats,
+    tags,
+    inject: (dir, packet) => {
+      if (closed) return;
+      if (dir === 'c2s') back.send(packet, serverPort, serverAddress);
+      else if (client) front.send(packet, client.port, client.address);
+    },
     close: async () => {
       closed = true;
       for (const t of timers) clearTimeout(t);

@@ -1,0 +1,65 @@
+/**
+ * The `sctp` group: 100-byte messages/s and MB/s with 64 KiB messages over one association, direct
+ * (our engine to our engine, each in its own process) and through the proxy (SctpProxySocket in a
+ * Proxier, as the daemon runs it, in a third process), with usrsctp's tsctp to tsctp as the native
+ * anchor (in the notes of the direct column). Goals (issue 11): ≥ 20 000 messages/s and ≥ 50 MB/s
+ * through the proxy, proxy/direct ≥ 0.5.
+ */
+import { compare, type Row, type SuiteConfig } from './compare.js';
+import type { SctpRun, SctpTarget } from './roles/sctp.js';
+import { RoleProcess } from './rpc.js';
+
+/** The message sizes of the group, with how each is reported. */
+const SIZES = [
+  { size: 100, scenario: 'SCTP 100 B messages, one association', unit: 'msg/s' },
+  { size: 64 * 1024, scenario: 'SCTP 64 KiB messages, one association', unit: 'MB/s' },
+] as const;
+
+const value = (r: SctpRun, unit: string): number =>
+  unit === 'msg/s' ? r.messages / r.seconds : r.bytes / r.seconds / 1e6;
+
+/** Runs the group and appends its rows. */
+export async function sctpRows(cfg: SuiteConfig, rows: Row[]): Promise<void> {
+  const sink = new RoleProcess('sctp');
+  const proxy = new RoleProcess('sctp');
+  const load = new RoleProcess('sctp');
+  try {
+    const direct = await sink.call<SctpTarget>('startSink');
+    const proxied = await proxy.call<SctpTarget>('startProxy', direct);
+    const ms = cfg.bulkMs;
+    for (const { size, scenario, unit } of SIZES) {
+      rows.push(
+        await compare(
+          cfg,
+          { group: 'sctp', scenario, unit, higherIsBetter: true },
+          ['direct', 'proxy'],
+          async (v) => {
+            const cpu0 = (await proxy.call<{ cpuSeconds: number }>('stats')).cpuSeconds;
+            const r = await load.call<SctpRun>(
+              'blast',
+              v === 'direct' ? direct : proxied,
+              size,
+              ms,
+            );
+            const cpu = (await proxy.call<{ cpuSeconds: number }>('stats')).cpuSeconds - cpu0;
+            const extra: Record<string, number> = {
+              [unit === 'msg/s' ? 'MB/s' : 'msg/s']:
+                unit === 'msg/s' ? r.bytes / r.seconds / 1e6 : r.messages / r.seconds,
+            };
+            if (v === 'proxy') extra['proxy CPU %'] = (100 * cpu) / r.seconds;
+            if (v === 'direct') {
+              const anchor = await load.call<SctpRun | undefined>('tsctp', size, ms);
+              if (anchor) extra[`usrsctp tsctp ${unit}`] = value(anchor, unit);
+            }
+            return { value: value(r, unit), extra };
+          },
+        ),
+      );
+    }
+    await Promise.all([sink.call('stop'), proxy.call('stop'), load.call('stop')]);
+  } finally {
+    sink.stop();
+    proxy.stop();
+    load.stop();
+  }
+}
