@@ -2,9 +2,8 @@
  * The default {@link SctpEngine}: this package's TypeScript SCTP over RFC 6951 UDP encapsulation.
  */
 import { isIPv6 } from 'node:net';
-import { EventEmitter } from 'eventemitter3';
 import type { Association } from './association.js';
-import type { EndpointListener, SctpEndpoint } from './endpoint.js';
+import type { SctpEndpoint } from './endpoint.js';
 import { random32 } from './endpoint.js';
 import {
   DEFAULT_ENCAPSULATION_PORT,
@@ -12,9 +11,9 @@ import {
   type SctpConnectOptions,
   type SctpEngine,
   type SctpListener,
-  type SctpListenerEvents,
   type SctpListenOptions,
 } from './engine.js';
+import { EngineListener } from './engine-listener.js';
 import { SctpConnectError, SctpError } from './errors.js';
 import {
   type ResolvedAssociationOptions,
@@ -36,36 +35,6 @@ export interface UserspaceSctpEngineOptions {
   readonly replyRate?: number;
   /** Receives contained errors and refusals, already truncated and escaped. */
   readonly onWarning?: (message: string) => void;
-}
-
-class Listener extends EventEmitter<SctpListenerEvents> implements SctpListener, EndpointListener {
-  associations = 0;
-  private closed = false;
-
-  constructor(
-    private readonly endpoint: SctpEndpoint,
-    readonly address: string,
-    readonly port: number,
-    readonly encapsulationPort: number,
-    readonly options: ResolvedAssociationOptions,
-    readonly maxAssociations: number,
-  ) {
-    super();
-  }
-
-  get associationCount(): number {
-    return this.associations;
-  }
-
-  accept(a: Association): void {
-    this.emit('association', a);
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.endpoint.removePortListener(this.port, this);
-  }
 }
 
 /** Makes the default engine. */
@@ -103,7 +72,7 @@ export class UserspaceSctpEngine implements SctpEngine {
       const port = o.port === 0 ? pickPort(ep) : o.port;
       if (!Number.isInteger(port) || port < 1 || port > 65535)
         throw new RangeError(`SCTP port ${port} is not within 1..65535`);
-      const l = new Listener(
+      const l = new EngineListener(
         ep,
         o.address,
         port,

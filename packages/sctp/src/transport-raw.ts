@@ -8,10 +8,8 @@
  * the UDP one; the associations and the proxy socket are the same code.
  */
 import { isIPv4 } from 'node:net';
-import { EventEmitter } from 'eventemitter3';
 import type { Association } from './association.js';
 import {
-  type EndpointListener,
   type EndpointSettings,
   random32,
   SctpEndpoint,
@@ -22,9 +20,9 @@ import type {
   SctpConnectOptions,
   SctpEngine,
   SctpListener,
-  SctpListenerEvents,
   SctpListenOptions,
 } from './engine.js';
+import { EngineListener } from './engine-listener.js';
 import type { UserspaceSctpEngineOptions } from './engine-userspace.js';
 import { SctpConnectError, SctpError } from './errors.js';
 import {
@@ -53,39 +51,6 @@ export interface RawSctpEngineOptions extends Omit<UserspaceSctpEngineOptions, '
 }
 
 const WILDCARD = '0.0.0.0';
-
-class RawListener
-  extends EventEmitter<SctpListenerEvents>
-  implements SctpListener, EndpointListener
-{
-  associations = 0;
-  readonly encapsulationPort = 0;
-  private closed = false;
-
-  constructor(
-    private readonly endpoint: SctpEndpoint,
-    readonly address: string,
-    readonly port: number,
-    readonly options: ResolvedAssociationOptions,
-    readonly maxAssociations: number,
-  ) {
-    super();
-  }
-
-  get associationCount(): number {
-    return this.associations;
-  }
-
-  accept(a: Association): void {
-    this.emit('association', a);
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.endpoint.removePortListener(this.port, this);
-  }
-}
 
 /**
  * The SCTP engine over raw IPv4. Nothing is opened until the first listen or connect; the helper
@@ -226,7 +191,7 @@ export class RawSctpEngine implements SctpEngine {
       const port = o.port === 0 ? pickPort(ep) : o.port;
       if (!Number.isInteger(port) || port < 1 || port > 65535)
         throw new RangeError(`SCTP port ${port} is not within 1..65535`);
-      const l = new RawListener(ep, o.address, port, opts, o.maxAssociations ?? 1024);
+      const l = new EngineListener(ep, o.address, port, 0, opts, o.maxAssociations ?? 1024);
       if (!ep.addPortListener(port, l)) {
         throw new SctpError(
           'ERR_SCTP_PORT_IN_USE',
