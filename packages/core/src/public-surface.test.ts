@@ -167,6 +167,8 @@ const DIAGNOSTICS = [
   'ConnectionCloseMessage',
   'ConnectionOpenMessage',
   'DialErrorMessage',
+  'LOG_MESSAGE_MAX_CHARS',
+  'LOG_VALUE_MAX_CHARS',
   'ObjectRejectedMessage',
   'RefusedMessage',
   'RelayFallbackMessage',
@@ -177,6 +179,8 @@ const DIAGNOSTICS = [
   'UdpSessionCloseMessage',
   'UdpSessionMessage',
   'channels',
+  'logSafe',
+  'quoteForLog',
 ];
 
 describe('the public surface', () => {

@@ -2,6 +2,7 @@ import { BlockList, isIP } from 'node:net';
 import { channels } from '../diagnostics.js';
 import type { InvalidObjectError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import type { EndpointSlice, Endpoints, Protocol, Service } from './model.js';
 import { SERVICE_NAME_LABEL } from './model.js';
 import {
@@ -153,15 +154,23 @@ const SERVICE_TYPES: ReadonlySet<unknown> = new Set([
 const AFFINITIES: ReadonlySet<unknown> = new Set(['None', 'ClientIP']);
 const ADDRESS_TYPES: ReadonlySet<unknown> = new Set(['IPv4', 'IPv6', 'FQDN']);
 
+/** How much of a kind is logged: every kind the proxy knows is far shorter. */
+const MAX_KIND_CHARS = 64;
+
 /**
- * Logs a refused object (a warning naming its key and the reason) and publishes it on
+ * Logs a refused object (one warning naming its kind, key and the reason) and publishes it on
  * `userspace-proxy:object:rejected`: the one way every consumer reports what it ignored, so the
- * daemon's metric counts every rejection wherever it happened.
+ * daemon's metric counts every rejection wherever it happened. The kind, key and reason may come
+ * from input (an integrator's error, a tombstone's key), so each is made log-safe (escaped,
+ * truncated) here, for the log line and the channel alike, whoever built the error.
  */
 export function reportInvalidObject(log: Logger, error: InvalidObjectError): void {
-  log.warn(error.message);
+  const kind = logSafe(String(error.kind), MAX_KIND_CHARS);
+  const key = logSafe(String(error.key));
+  const reason = logSafe(String(error.reason), LOG_MESSAGE_MAX_CHARS);
+  log.warn(`ignoring ${kind} ${key}: ${reason}`);
   if (channels.objectRejected.hasSubscribers) {
-    channels.objectRejected.publish({ kind: error.kind, key: error.key, reason: error.reason });
+    channels.objectRejected.publish({ kind, key, reason });
   }
 }
 
