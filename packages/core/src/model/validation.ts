@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import type { EndpointSlice, Endpoints, Protocol, Service } from './model.js';
 import { SERVICE_NAME_LABEL } from './model.js';
+import { PROXY_PROTOCOL_ANNOTATION, PROXY_PROTOCOL_VERSIONS } from './proxy-protocol-annotation.js';
 import {
   absent,
   at,
@@ -246,6 +247,22 @@ function checkServiceStatus(obj: Rec, p: Problems): void {
 }
 
 /**
+ * Checks the proxy's own annotation: `userspace-proxy.io/proxy-protocol` is `v1` or `v2` when set. A
+ * bad value refuses the Service (it keeps what was last served for it): serving it without the
+ * header a backend was promised, or with one it does not expect, would both break it silently.
+ */
+function checkProxyProtocol(meta: Rec | undefined, p: Problems): void {
+  const annotations = meta?.annotations;
+  if (typeof annotations !== 'object' || annotations === null) return;
+  const value = (annotations as Rec)[PROXY_PROTOCOL_ANNOTATION];
+  if (value === undefined || PROXY_PROTOCOL_VERSIONS.includes(value as 'v1')) return;
+  p.add(
+    `metadata.annotations[${JSON.stringify(PROXY_PROTOCOL_ANNOTATION)}]`,
+    `must be one of ${PROXY_PROTOCOL_VERSIONS.join(', ')}, got ${describe(value)}`,
+  );
+}
+
+/**
  * Checks a Service: metadata (name, namespace defaulted to "default", labels and annotations string
  * maps), `spec` (type, clusterIP "" / "None" / an IP, clusterIPs, ports: integer port 1..65535,
  * protocol TCP/UDP/SCTP defaulted to TCP, nodePort 0..65535, names DNS labels, non-empty and unique
@@ -253,9 +270,11 @@ function checkServiceStatus(obj: Rec, p: Problems): void {
  * a port name, checked although the proxy never reads it, so a manifest fails as the API server
  * would fail it; externalIPs; sessionAffinity None/ClientIP; timeoutSeconds 1..86400;
  * loadBalancerSourceRanges CIDRs) and `status.loadBalancer.ingress[].ip`. Service IPs may be neither
- * the unspecified address, multicast nor the IPv4 broadcast address.
+ * the unspecified address, multicast nor the IPv4 broadcast address. The
+ * `userspace-proxy.io/proxy-protocol` annotation, when set, is `v1` or `v2`.
  */
-export const validateService = validator<Service>('Service', (copy, _meta, p) => {
+export const validateService = validator<Service>('Service', (copy, meta, p) => {
+  checkProxyProtocol(meta, p);
   checkServiceSpec(copy, p);
   checkServiceStatus(copy, p);
 });
