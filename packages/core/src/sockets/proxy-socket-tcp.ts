@@ -20,7 +20,6 @@ import {
 import type { DialOptions } from './dial-endpoints.js';
 import { ListeningSocket } from './listening-socket.js';
 import { LogLimiter } from './log-limiter.js';
-import { type ProxyHeaderWriter, proxyHeaderWriter } from './proxy-protocol.js';
 import type { ProxySocketContext } from './proxy-socket.js';
 import {
   type ProxySocketOptions,
@@ -79,8 +78,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
   readonly #connect: (options: net.TcpNetConnectOpts) => net.Socket;
   readonly #policy: AcceptPolicy;
   readonly #backoff: AcceptBackoff;
-  /** Writes the PROXY protocol header; undefined (nothing per connection) unless the Service asks. */
-  readonly #proxyHeader: ProxyHeaderWriter | undefined;
   readonly #refusalLog = new LogLimiter();
   readonly #acceptErrorLog = new LogLimiter(1000);
   readonly #pending: net.Socket[] = [];
@@ -150,7 +147,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     this.#connect = inject.connect ?? net.connect;
     this.#policy = policy;
     this.#backoff = new AcceptBackoff(opts.acceptBackoffMs);
-    this.#proxyHeader = proxyHeaderWriter(context, addr, this.log);
     this.service = context.servicePort;
     this.lb = context.loadBalancer;
     this.#name = servicePortNameString(context.servicePort);
@@ -288,8 +284,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       };
       channels.connectionOpen.publish(message);
     }
-    // Before the relay starts, so it precedes every client byte (held ones included).
-    if (this.#proxyHeader !== undefined) this.#proxyHeader(conn, backend, this.info);
+    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
     conn.relay(backend);
   }
 
