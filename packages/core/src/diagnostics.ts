@@ -2,6 +2,18 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Protocol } from './model/model.js';
 
 /**
+ * Making input-derived text safe to log (escaped control characters, a bound on length): what core
+ * applies to everything it logs or puts in an Event from input, exported for the daemon and
+ * embedders that log input themselves.
+ */
+export {
+  LOG_MESSAGE_MAX_CHARS,
+  LOG_VALUE_MAX_CHARS,
+  logSafe,
+  quoteForLog,
+} from './model/log-safe.js';
+
+/**
  * Core publishes what happens on `node:diagnostics_channel` channels, which cost nothing when nobody
  * subscribes. The daemon turns them into Prometheus metrics; integrators may subscribe too. Names and
  * message shapes are part of the public API (docs/api.md).

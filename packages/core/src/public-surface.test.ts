@@ -138,6 +138,9 @@ const SOCKETS = [
   'DialTimeoutError',
   'LogLimiter',
   'MAX_ACCEPT_BACKOFF_MS',
+  'PROXY_PROTOCOL_ANNOTATION',
+  'ProxyProtocolEndpoint',
+  'ProxyProtocolVersion',
   'SilenceWheel',
   'Silent',
   'SocketContextOptions',
@@ -152,6 +155,7 @@ const SOCKETS = [
   'UdpProxySocketOptions',
   'createServiceInfo',
   'createSocketContext',
+  'encodeProxyHeader',
   'isNoEndpointsError',
   'joinHostPort',
   'refusalReason',
@@ -167,6 +171,8 @@ const DIAGNOSTICS = [
   'ConnectionCloseMessage',
   'ConnectionOpenMessage',
   'DialErrorMessage',
+  'LOG_MESSAGE_MAX_CHARS',
+  'LOG_VALUE_MAX_CHARS',
   'ObjectRejectedMessage',
   'RefusedMessage',
   'RelayFallbackMessage',
@@ -177,6 +183,8 @@ const DIAGNOSTICS = [
   'UdpSessionCloseMessage',
   'UdpSessionMessage',
   'channels',
+  'logSafe',
+  'quoteForLog',
 ];
 
 describe('the public surface', () => {

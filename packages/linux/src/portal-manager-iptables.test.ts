@@ -1,6 +1,7 @@
 import type { Logger, Portal } from '@userspace-proxy/core';
 import { PortalError } from '@userspace-proxy/core';
 import { describe, expect, it } from 'vitest';
+import { service, useProxierHarness } from '../../core/src/test-support/proxier-harness.js';
 import type { CommandResult, CommandRunner } from './command-runner.js';
 import { CleanupError } from './errors.js';
 import { IptablesPortalManager } from './portal-manager-iptables.js';
@@ -391,5 +392,30 @@ describe('IptablesPortalManager (fake iptables)', () => {
     await manager(fake, { iptablesCommand: 'iptables-legacy' }).open(cluster);
     expect(fake.chain('iptables-legacy', 'nat', 'KUBE-PORTALS-CONTAINER')).toHaveLength(1);
     expect(() => manager(fake, { lockWaitSeconds: -1 })).toThrow(/lockWaitSeconds/);
+  });
+});
+
+describe('redirect mode with the iptables PortalManager (fake iptables)', () => {
+  const start = useProxierHarness();
+
+  it('points the load-balancer IP rules of a Service with source ranges at their own proxy port', async () => {
+    const fake = new FakeIptables();
+    const h = await start({ mode: 'redirect', listenIP: '0.0.0.0', portals: manager(fake) });
+    const s = service(
+      'web',
+      { type: 'LoadBalancer', loadBalancerSourceRanges: ['203.0.113.0/24'] },
+      { status: { loadBalancer: { ingress: [{ ip: '198.51.100.7' }] } } },
+    );
+    await h.synced(() => h.proxier.onServiceAdd(s));
+    const rules = fake.chain('iptables', 'nat', 'KUBE-PORTALS-CONTAINER') ?? [];
+    const to = (ip: string) =>
+      rules.filter((r) => r.includes(`-d ${ip}`)).map((r) => r.split(' -j ')[1]);
+    // The fake sockets bind 40000 (the cluster IP's proxy port) and 40001 (the load-balancer IPs').
+    expect(to('10.0.0.1')).toEqual(['REDIRECT --to-ports 40000']);
+    expect(to('198.51.100.7')).toEqual(['REDIRECT --to-ports 40001']);
+    const [, lbSocket] = h.sockets.open();
+    expect(lbSocket?.context?.allowedSources).toEqual(['203.0.113.0/24']);
+    await h.synced(() => h.proxier.onServiceDelete(s));
+    expect(fake.chain('iptables', 'nat', 'KUBE-PORTALS-CONTAINER')).toEqual([]);
   });
 });

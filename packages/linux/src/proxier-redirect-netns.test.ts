@@ -49,11 +49,14 @@ interface Reply {
   tcp?: number;
   udp?: number;
   event?: { type: string; reason: string; message: string };
+  refused?: string;
 }
 
 /** Drives redirect-child.ts: one JSON command per line in, one answer per command out. */
 class ProxierChild {
   readonly events: NonNullable<Reply['event']>[] = [];
+  /** The reason of every client the Proxier's sockets refused. */
+  readonly refusals: string[] = [];
   tcpPort = 0;
   udpPort = 0;
   readonly #child: ChildProcess;
@@ -84,6 +87,7 @@ class ProxierChild {
   #onLine(line: string): void {
     const reply = JSON.parse(line) as Reply;
     if (reply.event) this.events.push(reply.event);
+    else if (reply.refused) this.refusals.push(reply.refused);
     else if (reply.ready) {
       this.tcpPort = reply.tcp ?? 0;
       this.udpPort = reply.udp ?? 0;
@@ -388,6 +392,69 @@ describe.skipIf(!support.ok)(`the redirect-mode Proxier in a network namespace${
     } finally {
       await child.deleteService('dns').catch(() => undefined);
       await child.deleteService('keep').catch(() => undefined);
+    }
+  });
+
+  it('admits only the source ranges at a redirected load-balancer IP, TCP and UDP, counted', async () => {
+    const LB_IP = '198.51.100.40';
+    await child.endpoints(
+      echoEndpoints('ranged', child, [
+        { name: 'tcp', protocol: 'TCP' },
+        { name: 'udp', protocol: 'UDP' },
+      ]),
+    );
+    const service = (ranges: string[]): Service => ({
+      metadata: { name: 'ranged', namespace: 'default' },
+      spec: {
+        type: 'LoadBalancer',
+        clusterIP: '10.96.40.40',
+        loadBalancerSourceRanges: ranges,
+        ports: [
+          { name: 'tcp', protocol: 'TCP', port: 80, targetPort: child.tcpPort },
+          { name: 'udp', protocol: 'UDP', port: 53, targetPort: child.udpPort },
+        ],
+      },
+      status: { loadBalancer: { ingress: [{ ip: LB_IP }] } },
+    });
+    const lbPortOf = (infos: Info[], protocol: Protocol): number =>
+      infos.find(
+        (i) => i.service === 'default/ranged' && i.protocol === protocol && i.portal.ip === LB_IP,
+      )?.proxyPort ?? 0;
+    try {
+      // B inside the ranges: served at the load-balancer IP, through a proxy port of its own.
+      const infos = await child.service(service([`${B_IP}/32`]));
+      const tcpProxy = proxyPortOf(infos, 'ranged', 'TCP', 80);
+      const tcpLb = lbPortOf(infos, 'TCP');
+      const udpLb = lbPortOf(infos, 'UDP');
+      expect(tcpLb).not.toBe(0);
+      expect(tcpLb).not.toBe(tcpProxy);
+      const rules = await kubeRules(a);
+      expectCaptured(rules, '10.96.40.40', 'tcp', 80, tcpProxy);
+      expectCaptured(rules, LB_IP, 'tcp', 80, tcpLb);
+      expectCaptured(rules, LB_IP, 'udp', 53, udpLb);
+      expect(await tcp(LB_IP, 80, 'in')).toBe('tcp:in');
+      expect(await udp(LB_IP, 53, 'in')).toEqual({ from: `${LB_IP}:53`, data: 'udp:in' });
+
+      // B outside the ranges: closed (TCP) and dropped (UDP) at the load-balancer IP, counted;
+      // the cluster IP still serves it.
+      await child.service(service(['192.0.2.0/24']));
+      const before = child.refusals.filter((r) => r === 'source-range').length;
+      const [refusedTcp, refusedUdp, cluster] = await Promise.all([
+        tcp(LB_IP, 80, 'out', SILENCE_MS),
+        udp(LB_IP, 53, 'out', SILENCE_MS),
+        tcp('10.96.40.40', 80, 'cluster'),
+      ]);
+      expect(refusedTcp).toMatch(/^(CLOSED|ECONNRESET)$/);
+      expect(refusedUdp).toBe('TIMEOUT');
+      expect(cluster).toBe('tcp:cluster');
+      await waitFor(
+        () => child.refusals.filter((r) => r === 'source-range').length - before >= 2,
+        5_000,
+        'two source-range refusals',
+      );
+      expect(child.warnings()).toEqual([]);
+    } finally {
+      await child.deleteService('ranged').catch(() => undefined);
     }
   });
 

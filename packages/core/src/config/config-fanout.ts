@@ -1,5 +1,6 @@
 import type { CacheMutationError } from '../errors.js';
 import { componentLogger, type Logger } from '../logger.js';
+import { logSafe } from '../model/log-safe.js';
 import { objectKey, tryObjectKey } from '../model/object-key.js';
 import { reportInvalidObject, type ValidationResult } from '../model/validation.js';
 import {
@@ -280,7 +281,7 @@ export class ConfigFanout<T, H> {
       if (!result.ok) reportInvalidObject(this.#log, result.error);
       else
         this.#log.debug(
-          `ignoring the delete of ${this.#kind.kind} ${key}, which was never delivered`,
+          `ignoring the delete of ${this.#kind.kind} ${logSafe(String(key))}, which was never delivered`,
         );
       return;
     }

@@ -1,5 +1,6 @@
 import { InvalidObjectError } from '../errors.js';
 import { componentLogger, type Logger } from '../logger.js';
+import { logSafe } from '../model/log-safe.js';
 import { tryObjectKey, UNKNOWN_KEY } from '../model/object-key.js';
 import { reportInvalidObject } from '../model/validation.js';
 import { findDifference } from './cache-mutation-detector.js';
@@ -140,7 +141,7 @@ export class StaticInformer<T> implements SharedInformer<T> {
       const key = this.#keyOf(obj, 'replace');
       if (key === undefined) continue;
       if (next.has(key))
-        this.#log.warn(`${this.#kind} ${key} is listed twice; the last one is used`);
+        this.#log.warn(`${this.#kind} ${logSafe(key)} is listed twice; the last one is used`);
       next.delete(key);
       next.set(key, obj);
     }
@@ -211,7 +212,7 @@ export class StaticInformer<T> implements SharedInformer<T> {
       else handler.onDelete(n.obj);
     } catch (err) {
       this.#log.error(
-        `an event handler threw on ${n.type} of ${this.#kind} ${tryObjectKey(n.obj)}`,
+        `an event handler threw on ${n.type} of ${this.#kind} ${logSafe(String(tryObjectKey(n.obj)))}`,
         err,
       );
     }

@@ -1,5 +1,6 @@
 import type { EndpointSliceHandler, EndpointsHandler } from '../config/handlers.js';
 import { componentLogger, type Logger } from '../logger.js';
+import { logSafe } from '../model/log-safe.js';
 import { type EndpointSlice, type Endpoints, SERVICE_NAME_LABEL } from '../model/model.js';
 import { DEFAULT_NAMESPACE, tryObjectKey, tryObjectName } from '../model/object-key.js';
 import { rememberEndpointLists } from './endpoints-map.js';
@@ -126,13 +127,13 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
     const serviceName = owningService(slice);
     let contribution: SliceContribution | undefined;
     if (typeof serviceName !== 'string') {
-      this.#log.debug(`ignoring EndpointSlice ${key}: ${serviceName.ignored}`);
+      this.#log.debug(`ignoring EndpointSlice ${logSafe(key)}: ${serviceName.ignored}`);
     } else {
       try {
         contribution = parseSlice(slice, key, this.#log);
       } catch (error) {
         // Only a hostile object (a throwing getter, a revoked Proxy) gets here.
-        this.#log.debug(`ignoring unreadable EndpointSlice ${key}`, error);
+        this.#log.debug(`ignoring unreadable EndpointSlice ${logSafe(key)}`, error);
       }
     }
     if (typeof serviceName !== 'string' || contribution === undefined) {

@@ -1,4 +1,5 @@
 import { InvalidObjectError } from '../errors.js';
+import { quoteForLog } from './log-safe.js';
 import { DEFAULT_NAMESPACE, UNKNOWN_KEY } from './object-key.js';
 
 /**
@@ -77,7 +78,7 @@ export function describe(value: unknown): string {
     case 'undefined':
       return 'nothing';
     case 'string':
-      return JSON.stringify(value.length > MAX_QUOTED ? `${value.slice(0, MAX_QUOTED)}…` : value);
+      return quoteForLog(value, MAX_QUOTED);
     case 'number':
     case 'boolean':
     case 'bigint':

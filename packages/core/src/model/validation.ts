@@ -2,8 +2,10 @@ import { BlockList, isIP } from 'node:net';
 import { channels } from '../diagnostics.js';
 import type { InvalidObjectError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import type { EndpointSlice, Endpoints, Protocol, Service } from './model.js';
 import { SERVICE_NAME_LABEL } from './model.js';
+import { PROXY_PROTOCOL_ANNOTATION, PROXY_PROTOCOL_VERSIONS } from './proxy-protocol-annotation.js';
 import {
   absent,
   at,
@@ -153,15 +155,23 @@ const SERVICE_TYPES: ReadonlySet<unknown> = new Set([
 const AFFINITIES: ReadonlySet<unknown> = new Set(['None', 'ClientIP']);
 const ADDRESS_TYPES: ReadonlySet<unknown> = new Set(['IPv4', 'IPv6', 'FQDN']);
 
+/** How much of a kind is logged: every kind the proxy knows is far shorter. */
+const MAX_KIND_CHARS = 64;
+
 /**
- * Logs a refused object (a warning naming its key and the reason) and publishes it on
+ * Logs a refused object (one warning naming its kind, key and the reason) and publishes it on
  * `userspace-proxy:object:rejected`: the one way every consumer reports what it ignored, so the
- * daemon's metric counts every rejection wherever it happened.
+ * daemon's metric counts every rejection wherever it happened. The kind, key and reason may come
+ * from input (an integrator's error, a tombstone's key), so each is made log-safe (escaped,
+ * truncated) here, for the log line and the channel alike, whoever built the error.
  */
 export function reportInvalidObject(log: Logger, error: InvalidObjectError): void {
-  log.warn(error.message);
+  const kind = logSafe(String(error.kind), MAX_KIND_CHARS);
+  const key = logSafe(String(error.key));
+  const reason = logSafe(String(error.reason), LOG_MESSAGE_MAX_CHARS);
+  log.warn(`ignoring ${kind} ${key}: ${reason}`);
   if (channels.objectRejected.hasSubscribers) {
-    channels.objectRejected.publish({ kind: error.kind, key: error.key, reason: error.reason });
+    channels.objectRejected.publish({ kind, key, reason });
   }
 }
 
@@ -237,6 +247,22 @@ function checkServiceStatus(obj: Rec, p: Problems): void {
 }
 
 /**
+ * Checks the proxy's own annotation: `userspace-proxy.io/proxy-protocol` is `v1` or `v2` when set. A
+ * bad value refuses the Service (it keeps what was last served for it): serving it without the
+ * header a backend was promised, or with one it does not expect, would both break it silently.
+ */
+function checkProxyProtocol(meta: Rec | undefined, p: Problems): void {
+  const annotations = meta?.annotations;
+  if (typeof annotations !== 'object' || annotations === null) return;
+  const value = (annotations as Rec)[PROXY_PROTOCOL_ANNOTATION];
+  if (value === undefined || PROXY_PROTOCOL_VERSIONS.includes(value as 'v1')) return;
+  p.add(
+    `metadata.annotations[${JSON.stringify(PROXY_PROTOCOL_ANNOTATION)}]`,
+    `must be one of ${PROXY_PROTOCOL_VERSIONS.join(', ')}, got ${describe(value)}`,
+  );
+}
+
+/**
  * Checks a Service: metadata (name, namespace defaulted to "default", labels and annotations string
  * maps), `spec` (type, clusterIP "" / "None" / an IP, clusterIPs, ports: integer port 1..65535,
  * protocol TCP/UDP/SCTP defaulted to TCP, nodePort 0..65535, names DNS labels, non-empty and unique
@@ -244,9 +270,11 @@ function checkServiceStatus(obj: Rec, p: Problems): void {
  * a port name, checked although the proxy never reads it, so a manifest fails as the API server
  * would fail it; externalIPs; sessionAffinity None/ClientIP; timeoutSeconds 1..86400;
  * loadBalancerSourceRanges CIDRs) and `status.loadBalancer.ingress[].ip`. Service IPs may be neither
- * the unspecified address, multicast nor the IPv4 broadcast address.
+ * the unspecified address, multicast nor the IPv4 broadcast address. The
+ * `userspace-proxy.io/proxy-protocol` annotation, when set, is `v1` or `v2`.
  */
-export const validateService = validator<Service>('Service', (copy, _meta, p) => {
+export const validateService = validator<Service>('Service', (copy, meta, p) => {
+  checkProxyProtocol(meta, p);
   checkServiceSpec(copy, p);
   checkServiceStatus(copy, p);
 });

@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import net from 'node:net';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { CHANNELS, type RefusedMessage } from '../diagnostics.js';
 import type { Service } from '../model/model.js';
 import { createProxySocketFactory } from '../sockets/proxy-socket-factory.js';
 import { connectTcp, readBytes } from '../test-support/net-clients.js';
@@ -15,6 +17,8 @@ import {
   useBackends,
   useProxierHarness,
 } from '../test-support/proxier-harness.js';
+import { recordChannel } from '../test-support/record-channel.js';
+import { waitFor } from '../test-support/wait-for.js';
 
 const start = useProxierHarness();
 const P = { namespace: 'ns', name: 'a', port: 'p' };
@@ -72,6 +76,49 @@ describe('redirect mode with a recording PortalManager', () => {
     expect(portals.opened.size).toBe(0);
     expect(h.sockets.open()).toHaveLength(0);
     expect(info?.isFinished()).toBe(true);
+  });
+
+  it('sends load-balancer IPs with source ranges to a filtered proxy socket of their own', async () => {
+    const portals = new RecordingPortals();
+    const h = await start(redirect(portals));
+    const s = service(
+      'a',
+      {
+        type: 'LoadBalancer',
+        externalIPs: ['192.0.2.1'],
+        loadBalancerSourceRanges: ['203.0.113.0/24'],
+      },
+      { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.100.2' }] } } },
+    );
+    await h.synced(() => h.proxier.onServiceAdd(s));
+    const byAddress = Object.fromEntries(
+      [...portals.opened.values()].map((p) => [`${p.kind} ${p.ip}`, p.proxyPort]),
+    );
+    expect(byAddress).toEqual({
+      'cluster-ip 10.0.0.1': 40_000,
+      'external-ip 192.0.2.1': 40_000,
+      'load-balancer 198.51.100.1': 40_001,
+      'load-balancer 198.51.100.2': 40_001,
+    });
+    const [main, lb] = h.sockets.openOn('0.0.0.0', 0);
+    expect(main?.context?.allowedSources).toBeUndefined();
+    expect(lb?.context?.allowedSources).toEqual(['203.0.113.0/24']);
+    const lbInfo = h.proxier.getServiceInfo(P, '198.51.100.2');
+    expect(lbInfo?.proxyPort).toBe(40_001);
+    expect(lbInfo?.portal).toEqual({ ip: '198.51.100.1', port: 80, isExternal: false });
+    expect(lbInfo?.isStarted()).toBe(true);
+    expect(h.proxier.getServiceInfo(P)?.proxyPort).toBe(40_000);
+    expect(h.proxier.serviceInfos()).toHaveLength(2);
+
+    // Without source ranges, one socket again.
+    await h.synced(() =>
+      h.proxier.onServiceUpdate(s, { ...s, spec: { ...s.spec, loadBalancerSourceRanges: [] } }),
+    );
+    expect(h.sockets.open()).toHaveLength(1);
+    expect(new Set([...portals.opened.values()].map((p) => p.proxyPort)).size).toBe(1);
+    await h.synced(() => h.proxier.onServiceDelete(s));
+    expect(h.sockets.open()).toHaveLength(0);
+    expect(portals.opened.size).toBe(0);
   });
 
   it('does not re-examine unchanged Services on a sync (no ensurePortals sweep)', async () => {
@@ -317,6 +364,43 @@ describe('redirect mode with real sockets on loopback', () => {
     });
     await untilTcp('127.0.0.1', proxyPort(h), 'hello', 'hello');
     await untilUdp('127.0.0.1', proxyPort(h, 'dns'), 'u:ping');
+  });
+
+  it("closes clients outside the source ranges at the load-balancer IPs' socket, counted", async () => {
+    const refused = recordChannel<RefusedMessage>(CHANNELS.refused, onTestFinished);
+    const portals = new RecordingPortals();
+    const h = await real({ listenIP: '127.0.0.2', portals });
+    const echo = await tcpBackend('hello');
+    h.proxier.onEndpointsAdd(endpoints('a', ['127.0.0.1'], echo.port));
+    await h.synced(() =>
+      h.proxier.onServiceAdd(
+        service(
+          'a',
+          { type: 'LoadBalancer', loadBalancerSourceRanges: ['127.0.0.1/32'] },
+          { status: { loadBalancer: { ingress: [{ ip: '198.51.100.9' }] } } },
+        ),
+      ),
+    );
+    const lbPort = [...portals.opened.values()].find((p) => p.kind === 'load-balancer')?.proxyPort;
+    expect(lbPort).toBeDefined();
+    expect(lbPort).not.toBe(proxyPort(h));
+    const ask = (port: number, from: string) =>
+      new Promise<string>((resolve) => {
+        const c = net.connect({ host: '127.0.0.2', port, localAddress: from });
+        let got = '';
+        c.on('connect', () => c.end('x'));
+        c.on('data', (chunk) => {
+          got += chunk.toString();
+        });
+        c.on('error', () => resolve(`${got}|error`));
+        c.on('close', () => resolve(got));
+      });
+    expect(await ask(lbPort as number, '127.0.0.1')).toBe('hello');
+    expect(await ask(lbPort as number, '127.0.0.3')).not.toContain('hello');
+    // The cluster IP's socket admits everyone.
+    expect(await ask(proxyPort(h), '127.0.0.3')).toBe('hello');
+    await waitFor(() => refused.some((m) => m.reason === 'source-range'), 5_000, 'a refusal');
+    expect(refused.filter((m) => m.reason === 'source-range')).toHaveLength(1);
   });
 
   it('points every portal at the proxy socket clients can reach', async () => {

@@ -21,6 +21,16 @@ interface RedirectEntry extends ModeEntry {
   /** The port asked of the allocator for `info`, released when it closes. */
   allocatedPort: number;
   /**
+   * The load-balancer IPs' own proxy socket, when the Service has source ranges: one socket serves
+   * every address behind redirect rules and cannot tell which one a client used, so the
+   * load-balancer IPs' rules point at a second socket that admits only `loadBalancerSourceRanges`.
+   */
+  lbInfo?: ServiceInfoImpl;
+  /** The port asked of the allocator for `lbInfo`. */
+  lbAllocatedPort: number;
+  /** True once the claims and rules were worked out (both sockets open). */
+  planned: boolean;
+  /**
    * The proxying listeners it must own: the node port on each node-port address, and the Service
    * port on a Service IP local to this host. The reference held such sockets without accepting, so
    * clients that bypassed the NAT rules hung in the backlog (its quirk 9); here they are served.
@@ -57,33 +67,33 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
   }
 
   protected newEntry(spec: ServicePortSpec): RedirectEntry {
-    return { spec, lbKnown: false, allocatedPort: 0, claims: [], portals: [] };
+    return {
+      spec,
+      lbKnown: false,
+      allocatedPort: 0,
+      lbAllocatedPort: 0,
+      planned: false,
+      claims: [],
+      portals: [],
+    };
   }
 
   protected async ensure(entry: RedirectEntry, run: SyncRun): Promise<boolean> {
     const { spec } = entry;
     if (entry.info === undefined) {
-      let port: number;
-      try {
-        port = this.#allocator.allocateNext();
-      } catch (error) {
-        this.warn(spec, PROXIER_EVENT_REASONS.portAllocationFailed, error);
-        return false;
-      }
-      try {
-        entry.info = await this.ctx.openProxy(spec, this.#listenIP, port, {
-          ip: spec.clusterIP,
-          port: spec.port,
-          isExternal: false,
-        });
-        entry.allocatedPort = port;
-      } catch (error) {
-        // The reference leaked the port here (its quirk 2).
-        this.#allocator.release(port);
-        this.warn(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
-        return false;
-      }
-      this.#plan(entry, entry.info.proxyPort, run);
+      const opened = await this.#openProxyPort(spec, { ip: spec.clusterIP, port: spec.port });
+      if (opened === undefined) return false;
+      [entry.info, entry.allocatedPort] = opened;
+    }
+    if (entry.lbInfo === undefined && filtersLoadBalancerIPs(spec)) {
+      const portal = { ip: spec.loadBalancerIPs[0] ?? '', port: spec.port };
+      const opened = await this.#openProxyPort(spec, portal, spec.loadBalancerSourceRanges);
+      if (opened === undefined) return false;
+      [entry.lbInfo, entry.lbAllocatedPort] = opened;
+    }
+    if (!entry.planned) {
+      entry.planned = true;
+      this.#plan(entry, entry.info.proxyPort, entry.lbInfo?.proxyPort, run);
     }
     let complete = true;
     for (const claim of entry.claims) {
@@ -105,6 +115,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
   protected async teardown(entry: RedirectEntry, run: SyncRun): Promise<void> {
     const { spec } = entry;
     entry.info?.stop();
+    entry.lbInfo?.stop();
     // Rules first, so that nothing is redirected to a socket about to close. A rule that fails to
     // go still lets the socket close (the reference kept the old proxy running: its quirk 3).
     for (const slot of entry.portals) {
@@ -122,30 +133,84 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
       await this.ctx.closeProxy(entry.info, spec.key);
       this.#allocator.release(entry.allocatedPort);
     }
+    if (entry.lbInfo !== undefined) {
+      await this.ctx.closeProxy(entry.lbInfo, spec.key);
+      this.#allocator.release(entry.lbAllocatedPort);
+    }
+  }
+
+  /**
+   * Opens a proxy socket on listenIP with a port from the allocator, for `portal`; undefined (with a
+   * Warning event, the port given back) when either fails.
+   */
+  async #openProxyPort(
+    spec: ServicePortSpec,
+    portal: { ip: string; port: number },
+    allowedSources?: readonly string[],
+  ): Promise<[ServiceInfoImpl, number] | undefined> {
+    let port: number;
+    try {
+      port = this.#allocator.allocateNext();
+    } catch (error) {
+      this.warn(spec, PROXIER_EVENT_REASONS.portAllocationFailed, error);
+      return undefined;
+    }
+    try {
+      const info = await this.ctx.openProxy(
+        spec,
+        this.#listenIP,
+        port,
+        { ...portal, isExternal: false },
+        allowedSources,
+      );
+      return [info, port];
+    } catch (error) {
+      // The reference leaked the port here (its quirk 2).
+      this.#allocator.release(port);
+      this.warn(spec, PROXIER_EVENT_REASONS.socketOpenFailed, error);
+      return undefined;
+    }
   }
 
   protected entryInfos(entry: RedirectEntry): ServiceInfoImpl[] {
     const infos: ServiceInfoImpl[] = entry.info === undefined ? [] : [entry.info];
+    if (entry.lbInfo !== undefined) infos.push(entry.lbInfo);
     for (const claim of entry.claims)
       if (claim.info && claim.state === 'open') infos.push(claim.info);
     return infos;
   }
 
   protected publicInfos(entry: RedirectEntry): ServiceInfo[] {
-    return entry.info === undefined ? [] : [entry.info];
+    const infos: ServiceInfo[] = entry.info === undefined ? [] : [entry.info];
+    if (entry.lbInfo !== undefined) infos.push(entry.lbInfo);
+    return infos;
   }
 
-  /** The proxy socket's info, or with `portalIP` naming a claimed listener's address, that one's. */
+  /**
+   * The proxy socket's info, or with `portalIP` naming a claimed listener's address, that one's, or
+   * with a load-balancer IP of a Service with source ranges, the load-balancer IPs' socket's.
+   */
   protected lookup(entry: RedirectEntry, portalIP: string | undefined): ServiceInfo | undefined {
     if (portalIP !== undefined) {
       const claim = entry.claims.find((c) => c.state === 'open' && (c.ip ?? '') === portalIP);
       if (claim?.info) return claim.info;
+      if (entry.lbInfo !== undefined && entry.spec.loadBalancerIPs.includes(portalIP)) {
+        return entry.lbInfo;
+      }
     }
     return entry.info;
   }
 
-  /** Works out the claims and rules of an entry once its proxy port is known. */
-  #plan(entry: RedirectEntry, proxyPort: number, run: SyncRun): void {
+  /**
+   * Works out the claims and rules of an entry once its proxy ports are known: `lbProxyPort`, when
+   * given, is where the load-balancer IPs' rules send (their filtered socket), `proxyPort` the rest.
+   */
+  #plan(
+    entry: RedirectEntry,
+    proxyPort: number,
+    lbProxyPort: number | undefined,
+    run: SyncRun,
+  ): void {
     const { spec } = entry;
     const portal = (kind: PortalKind, ip: string | null, port: number): Portal => ({
       service: spec.name,
@@ -154,7 +219,7 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
       ip,
       port,
       proxyIP: this.#listenIP,
-      proxyPort,
+      proxyPort: kind === 'load-balancer' && lbProxyPort !== undefined ? lbProxyPort : proxyPort,
     });
     const addresses: [PortalKind, string][] = [
       ['cluster-ip', spec.clusterIP],
@@ -185,4 +250,14 @@ export class RedirectMode extends ServicePortMode<RedirectEntry> {
       });
     }
   }
+}
+
+/**
+ * Whether a Service port's load-balancer IPs need a socket of their own: they have source ranges to
+ * enforce, and at least one of them is captured by a rule (rather than a local listener of its own,
+ * which filters by itself). The check is for any load-balancer IP: a local one is claimed and
+ * filtered at its listener, the rest go to the filtered socket.
+ */
+function filtersLoadBalancerIPs(spec: ServicePortSpec): boolean {
+  return spec.loadBalancerSourceRanges.length > 0 && spec.loadBalancerIPs.length > 0;
 }

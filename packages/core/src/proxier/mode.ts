@@ -200,8 +200,8 @@ export abstract class ServicePortMode<E extends ModeEntry> {
     }
     try {
       const portal = { ip: ip ?? '', port, isExternal: kind === 'external-ip' };
-      // A load-balancer IP's listener admits only its source ranges (portal mode; in redirect mode
-      // one socket serves every address and cannot tell which one a client used).
+      // A load-balancer IP's listener admits only its source ranges (in redirect mode, the
+      // load-balancer IPs behind rules go to a filtered socket of their own: mode-redirect.ts).
       const allowed = kind === 'load-balancer' ? spec.loadBalancerSourceRanges : undefined;
       listener.info = await this.ctx.openProxy(spec, ip, port, portal, allowed);
       listener.state = 'open';

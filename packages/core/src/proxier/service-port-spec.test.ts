@@ -52,6 +52,7 @@ describe('servicePortSpecs', () => {
       loadBalancerSourceRanges: [],
       affinity: 'ClientIP',
       stickyMaxAgeSeconds: 10_800,
+      proxyProtocol: '',
     });
     expect(specAddresses(spec)).toEqual(['10.0.0.1', '192.0.2.1', '198.51.100.1']);
   });
@@ -109,6 +110,18 @@ describe('compareSpecs', () => {
   it('re-creates on a load-balancer IP change', () => {
     const lb = one(svc({}, { status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } } }));
     expect(compareSpecs(base, lb)).toBe('recreate');
+  });
+
+  it('re-creates when the PROXY protocol annotation changes', () => {
+    const pp = (version: string) => {
+      const s = svc();
+      s.metadata.annotations = { 'userspace-proxy.io/proxy-protocol': version };
+      return one(s);
+    };
+    expect(pp('v2').proxyProtocol).toBe('v2');
+    expect(compareSpecs(base, pp('v1'))).toBe('recreate');
+    expect(compareSpecs(pp('v1'), pp('v2'))).toBe('recreate');
+    expect(compareSpecs(pp('v2'), pp('v2'))).toBe('same');
   });
 
   it('updates in place for a TTL or uid change, and sees "None" as unset', () => {

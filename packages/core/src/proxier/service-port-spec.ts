@@ -7,6 +7,7 @@ import {
   type Service,
 } from '../model/model.js';
 import { DEFAULT_NAMESPACE } from '../model/object-key.js';
+import { proxyProtocolOf } from '../model/proxy-protocol-annotation.js';
 import { type ServicePortName, servicePortNameString } from '../model/service-port-name.js';
 
 /**
@@ -41,6 +42,8 @@ export interface ServicePortSpec {
   readonly affinity: AffinityType;
   /** The ClientIP TTL (default 10800 s), 0 when affinity is off. */
   readonly stickyMaxAgeSeconds: number;
+  /** The `userspace-proxy.io/proxy-protocol` annotation ("v1", "v2"), "" when off; read by sockets. */
+  readonly proxyProtocol: string;
 }
 
 /**
@@ -49,7 +52,8 @@ export interface ServicePortSpec {
  * - `in-place`: only the Service's identity (uid) or the affinity TTL changed, which need no new
  *   socket: the TTL goes to the load balancer with `newService`, and the infos are updated;
  * - `recreate`: protocol, port, node port, cluster IP, external IPs, load-balancer IPs, their
- *   source ranges or affinity type changed, and the proxy for the port is closed and opened again.
+ *   source ranges, affinity type or PROXY protocol annotation changed, and the proxy for the port is
+ *   closed and opened again.
  */
 export type SpecChange = 'same' | 'in-place' | 'recreate';
 
@@ -84,6 +88,8 @@ export function servicePortSpecs(service: Service): ServicePortSpec[] {
       ? (service.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ??
         DEFAULT_CLIENT_IP_AFFINITY_SECONDS)
       : 0;
+  const version = proxyProtocolOf(service);
+  const proxyProtocol = typeof version === 'string' ? version : '';
   const specs: ServicePortSpec[] = [];
   const seen = new Set<string>();
   for (const port of service.spec.ports ?? []) {
@@ -106,6 +112,7 @@ export function servicePortSpecs(service: Service): ServicePortSpec[] {
       loadBalancerSourceRanges,
       affinity,
       stickyMaxAgeSeconds,
+      proxyProtocol,
     });
   }
   return specs;
@@ -123,6 +130,7 @@ export function compareSpecs(served: ServicePortSpec, wanted: ServicePortSpec): 
     served.nodePort !== wanted.nodePort ||
     served.clusterIP !== wanted.clusterIP ||
     served.affinity !== wanted.affinity ||
+    served.proxyProtocol !== wanted.proxyProtocol ||
     !sameList(served.externalIPs, wanted.externalIPs) ||
     !sameList(served.loadBalancerIPs, wanted.loadBalancerIPs) ||
     !sameList(served.loadBalancerSourceRanges, wanted.loadBalancerSourceRanges)

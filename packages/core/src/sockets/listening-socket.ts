@@ -4,6 +4,7 @@ import type { Addr, Protocol } from '../model/model.js';
 import type { ServiceInfo } from '../model/service-info.js';
 import { joinHostPort, servicePortNameString } from '../model/service-port-name.js';
 import { LiveConnections } from './live-connections.js';
+import { type ProxyHeaderWriter, proxyHeaderWriter } from './proxy-protocol.js';
 import type { ProxySocket, ProxySocketContext } from './proxy-socket.js';
 import { sourceRangeCheck } from './source-ranges.js';
 
@@ -25,6 +26,12 @@ export abstract class ListeningSocket implements ProxySocket {
   readonly #allowed: ((address: string | undefined) => boolean) | undefined;
   /** The context's logger. */
   readonly log: Logger;
+  /**
+   * Writes the PROXY protocol header on an endpoint connection (TCP, when the Service's
+   * `userspace-proxy.io/proxy-protocol` annotation asks for it); undefined otherwise, so a socket
+   * adds nothing per connection by default.
+   */
+  protected readonly proxyHeader: ProxyHeaderWriter | undefined;
   readonly #addr: Addr;
   readonly #protocol: Protocol;
   #info: ServiceInfo | undefined;
@@ -40,6 +47,7 @@ export abstract class ListeningSocket implements ProxySocket {
     this.#addr = bound;
     this.#protocol = protocol;
     this.#allowed = sourceRangeCheck(context.allowedSources);
+    this.proxyHeader = proxyHeaderWriter(context, bound, this.log);
     this.#loopDone = new Promise((resolve) => {
       this.#endLoop = resolve;
     });

@@ -284,6 +284,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       };
       channels.connectionOpen.publish(message);
     }
+    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
     conn.relay(backend);
   }
 

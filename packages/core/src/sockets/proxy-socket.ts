@@ -76,7 +76,8 @@ export interface ProxySocketContext {
   readonly servicePort: ServicePortName;
   /**
    * The Service as validated when the socket was opened, annotations included (an idler reads
-   * `idling.alpha.openshift.io/*` here). A change that needs no new socket (the uid, the affinity
+   * `idling.alpha.openshift.io/*` here; the default TCP socket reads
+   * `userspace-proxy.io/proxy-protocol`, whose change re-creates the socket). A change that needs no new socket (the uid, the affinity
    * TTL, an annotation) does not update it; read the Proxier's Service handlers for those.
    */
   readonly service: Service;
@@ -98,7 +99,8 @@ export interface ProxySocketContext {
   onEndpointsChanged(listener: EndpointsChangedListener): () => void;
   /**
    * CIDRs a client's address must be in (`spec.loadBalancerSourceRanges` on a load-balancer IP's
-   * listener); absent or empty, every client is allowed. The default sockets close (TCP) or drop
+   * listener, and in redirect mode on the socket the load-balancer IPs' rules send to); absent or
+   * empty, every client is allowed. The default sockets close (TCP) or drop
    * (UDP) anyone else at accept, counted on `refused` as `source-range`. A custom socket that
    * ignores it serves everyone.
    */

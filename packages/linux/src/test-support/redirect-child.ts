@@ -14,8 +14,8 @@
  * - `{"id","cmd":"shutdown"}`: `Proxier.shutdown()`, answered, then the process exits 0.
  *
  * Failures are answered as `{"id","error":"…"}`; stdin closing shuts the Proxier down and exits.
- * Every event the Proxier records is printed as `{"event":{type,reason,message}}`; logs (debug and
- * up) go to stderr.
+ * Every event the Proxier records is printed as `{"event":{type,reason,message}}`, every refused
+ * client as `{"refused":reason}`; logs (debug and up) go to stderr.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { createInterface } from 'node:readline';
@@ -60,6 +60,10 @@ const proxier = await newProxier({
   syncPeriodMs: 60_000,
   recorder,
   logger,
+});
+// Refusals as `{"refused":reason}`, so a test counts source-range refusals where they happen.
+diagnosticsChannel.subscribe(CHANNELS.refused, (message) => {
+  say({ refused: (message as { reason: string }).reason });
 });
 diagnosticsChannel.subscribe(CHANNELS.sync, () => {
   if (proxier.pendingChanges() !== 0) return;
