@@ -100,6 +100,8 @@ export interface UserspaceProxyConfiguration {
   sctpEncapsulationPort: number;
   /** SCTP: client associations one Service port address relays at once. */
   sctpMaxAssociationsPerPort: number;
+  /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
+  workers: number | 'auto';
 }
 
 /** The complete, defaulted configuration. */
@@ -237,6 +239,7 @@ export const configFileSchema = z.strictObject({
       idlingHoldTimeout: duration.optional(),
       sctpEncapsulationPort: z.number().int().optional(),
       sctpMaxAssociationsPerPort: z.number().int().optional(),
+      workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })
     .optional(),
 });
@@ -261,6 +264,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   idlingHoldTimeout: 120_000,
   sctpEncapsulationPort: 9899,
   sctpMaxAssociationsPerPort: 1024,
+  workers: 1,
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -366,6 +370,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
         ext.sctpEncapsulationPort ?? DEFAULT_USERSPACE_PROXY.sctpEncapsulationPort,
       sctpMaxAssociationsPerPort:
         ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
+      workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
     },
   };
 }
