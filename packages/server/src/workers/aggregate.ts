@@ -1,5 +1,5 @@
 import { AggregatorRegistry } from 'prom-client';
-import type { StatusModel, StatusServicePort } from '../status-model.js';
+import type { StatusModel, StatusServicePort, StatusWorker } from '../status-model.js';
 import { STATUS_RECENT_ERRORS } from '../status-recorder.js';
 import type { WorkerAnswer } from './pool.js';
 
@@ -68,15 +68,6 @@ export async function mergeMetrics(
   }
   sets.push([perWorker]);
   return AggregatorRegistry.aggregate(sets).metrics();
-}
-
-/** Per-worker facts on the status page. */
-export interface StatusWorker {
-  /** 1-based, as the logs name it. */
-  worker: number;
-  pid: number;
-  connectionsTotal: number;
-  connectionsActive: number;
 }
 
 function isModel(body: unknown): body is StatusModel {
