@@ -92,6 +92,7 @@ userspaceProxy:
   idlingHoldTimeout: 30s
   sctpEncapsulationPort: 19899
   sctpMaxAssociationsPerPort: 64
+  workers: 3
 `;
 
 async function readBack(path: string): Promise<KubeProxyConfiguration> {
