@@ -6,7 +6,7 @@ import type { WorkerAnswer } from './pool.js';
 /**
  * The one metrics port and status page of a `--workers` daemon: the primary's own metrics merged
  * with its workers'. The data path (connections, bytes, refusals, UDP sessions, dial and accept
- * failures) happens in the workers and is summed over them; everything about sources, syncs and the
+ * failures, the idler's held clients) happens in the workers and is summed over them; everything about sources, syncs and the
  * HTTP servers is the primary's alone (a worker's copy would count each change once per worker).
  * Process and runtime metrics come from every process, merged by prom-client's own aggregators.
  */
@@ -26,6 +26,10 @@ export const WORKER_METRICS: ReadonlySet<string> = new Set([
 ]);
 
 const perProcess = (name: string) => name.startsWith('process_') || name.startsWith('nodejs_');
+
+/** Counted where the data path runs: the list above, and the idler's (in worker 1 only). */
+const inWorkers = (name: string) =>
+  WORKER_METRICS.has(name) || name.startsWith('userspace_proxy_idler_');
 
 /** One metric of `Registry.getMetricsAsJSON()`, as much of it as the merge reads. */
 interface MetricJson {
@@ -56,11 +60,9 @@ export async function mergeMetrics(
     aggregator: 'sum',
     values: [],
   };
-  const sets: MetricJson[][] = [metricsOf(primary).filter((m) => !WORKER_METRICS.has(m.name))];
+  const sets: MetricJson[][] = [metricsOf(primary).filter((m) => !inWorkers(m.name))];
   for (const w of workers) {
-    const metrics = metricsOf(w.body).filter(
-      (m) => WORKER_METRICS.has(m.name) || perProcess(m.name),
-    );
+    const metrics = metricsOf(w.body).filter((m) => inWorkers(m.name) || perProcess(m.name));
     sets.push(metrics);
     const connections = metrics.find((m) => m.name === 'userspace_proxy_connections_total');
     const total = (connections?.values ?? []).reduce((sum, v) => sum + v.value, 0);

@@ -77,8 +77,19 @@ async function startUdpEcho(): Promise<number> {
 async function start(): Promise<{ services: string; backendPort: number; udpPort: number }> {
   backends = await startBackends({ A, B });
   const udpPort = await startUdpEcho();
+  const services = await runDaemon(manifest(A, backends.port, udpPort));
+  await until(
+    async () => (await ask(SERVICE_IP, 8080, 'ping', 1000)) === 'A:ping',
+    'the Service to answer',
+    START_MS,
+  );
+  return { services, backendPort: backends.port, udpPort };
+}
+
+/** Writes the manifest and a configuration, starts the daemon with 2 workers; returns the manifest path. */
+async function runDaemon(text: string, extra = ''): Promise<string> {
   const services = join(dir, 'services.yaml');
-  await writeFile(services, manifest(A, backends.port, udpPort));
+  await writeFile(services, text);
   const config = join(dir, 'config.yaml');
   await writeFile(
     config,
@@ -88,7 +99,7 @@ async function start(): Promise<{ services: string; backendPort: number; udpPort
       `healthzBindAddress: ${SERVERS_IP}:10256`,
       `metricsBindAddress: ${SERVERS_IP}:10249`,
       'iptables: { minSyncPeriod: 10ms }',
-      'userspaceProxy: { servicesFile: services.yaml, drainTimeout: 1m }',
+      `userspaceProxy: { servicesFile: services.yaml, drainTimeout: 1m${extra} }`,
       '',
     ].join('\n'),
   );
@@ -101,12 +112,7 @@ async function start(): Promise<{ services: string; backendPort: number; udpPort
   ).catch((err: Error) => {
     throw new Error(`${err.message}; the daemon said:\n${daemon.stderr()}`);
   });
-  await until(
-    async () => (await ask(SERVICE_IP, 8080, 'ping', 1000)) === 'A:ping',
-    'the Service to answer',
-    START_MS,
-  );
-  return { services, backendPort: backends.port, udpPort };
+  return services;
 }
 
 interface StatusWorker {
@@ -239,5 +245,48 @@ describe('userspace-proxy --workers 2', () => {
     proc?.child.kill('SIGKILL');
     await proc?.exited;
     await until(() => pids.every(gone), 'the workers to exit after the primary', 30_000);
+  }, 180_000);
+
+  it('keeps an idled Service in one worker: its hold limit counts every client once', async () => {
+    backends = await startBackends({ A });
+    const idled = (endpoints: string) => `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+  annotations: { idling.alpha.openshift.io/idled-at: "2026-12-01T08:00:00Z" }
+spec:
+  clusterIP: ${SERVICE_IP}
+  ports:
+  - { name: tcp, port: 8080, protocol: TCP, targetPort: ${backends?.port} }
+---
+apiVersion: v1
+kind: Endpoints
+metadata: { name: web, namespace: default }
+subsets: ${endpoints}
+`;
+    const services = await runDaemon(idled('[]'), ', idling: true, idlingMaxHeldPerPort: 2');
+    const held = () =>
+      metric('userspace_proxy_idler_held_connections', { service: 'default/web:tcp' });
+    for (let i = 0; i < 3; i++) {
+      const c = new Client(SERVICE_IP, 8080);
+      clients.push(c);
+      c.socket.write(`h${i}`);
+      await until(
+        async () =>
+          (await held()) === Math.min(i + 1, 2) && (i < 2 || (clients[0]?.closed ?? false)),
+        `client ${i} to be held`,
+        START_MS,
+      );
+    }
+    // Two held in all: the third client made the one worker close the oldest.
+    expect(await held()).toBe(2);
+    expect(clients[0]?.closed).toBe(true);
+    const subsets = `[{ addresses: [{ ip: ${A} }], ports: [{ name: tcp, port: ${backends.port}, protocol: TCP }] }]`;
+    await writeFile(services, idled(subsets));
+    for (const [i, c] of clients.slice(1).entries()) {
+      await until(() => c.received.includes(`A:h${i + 1}`), `held client ${i + 1} handed over`);
+    }
+    expect(proc?.stderr()).toMatch(/UDP, SCTP and idled Services are served by worker 1 only/);
   }, 180_000);
 });
