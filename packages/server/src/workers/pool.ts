@@ -19,6 +19,18 @@ export const WORKER_RESTART_RESET_MS = 30_000;
 /** How long a request (metrics, status) waits for each worker. */
 export const WORKER_REQUEST_TIMEOUT_MS = 5000;
 
+/**
+ * How long to wait before restarting a worker that died after `earlyDeaths` deaths in a row each
+ * within {@link WORKER_RESTART_RESET_MS} of its start (0 for one that had lived longer): a crash loop
+ * backs off to {@link WORKER_RESTART_MAX_MS} instead of forking as fast as it fails.
+ */
+export function restartDelay(earlyDeaths: number): number {
+  return Math.min(
+    WORKER_RESTART_MAX_MS,
+    WORKER_RESTART_BASE_MS * 2 ** Math.max(0, earlyDeaths - 1),
+  );
+}
+
 /** One worker place: its index stays while processes come and go. */
 interface Slot {
   index: number;
@@ -185,7 +197,7 @@ export class WorkerPool {
   #fork(slot: Slot): void {
     slot.restartTimer = undefined;
     if (this.#stopping) return;
-    const worker = cluster.fork({ USERSPACE_PROXY_WORKER: String(slot.index) });
+    const worker = cluster.fork();
     slot.worker = worker;
     slot.ready = false;
     slot.startedAt = Date.now();
@@ -193,6 +205,12 @@ export class WorkerPool {
       if (!isOurs(message)) return;
       const m = message as FromWorker;
       if (m.type === 'up:ready') {
+        if (this.#stopping) {
+          // Forked before the stop, loaded after it: it has nothing to serve or drain.
+          const stop: ToWorker = { type: 'up:stop-now' };
+          worker.send(stop);
+          return;
+        }
         slot.ready = true;
         this.#log.info(`worker ${slot.index + 1} (pid ${worker.process.pid}) is ready`);
         this.#o.onReady(slot.index, (msg) => worker.send(msg));
@@ -221,10 +239,7 @@ export class WorkerPool {
     }
     const lived = Date.now() - slot.startedAt;
     slot.earlyDeaths = lived >= WORKER_RESTART_RESET_MS ? 0 : slot.earlyDeaths + 1;
-    const delay = Math.min(
-      WORKER_RESTART_MAX_MS,
-      WORKER_RESTART_BASE_MS * 2 ** Math.max(0, slot.earlyDeaths - 1),
-    );
+    const delay = restartDelay(slot.earlyDeaths);
     this.#restarts.inc({ worker: String(slot.index + 1) });
     this.#log.error(
       `worker ${slot.index + 1} (pid ${worker.process.pid}) died (${how}) after ${lived} ms; restarting it in ${delay} ms`,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseWorkers } from '../cli-flags.js';
 import { defaultConfiguration } from '../config-schema.js';
+import { restartDelay, WORKER_RESTART_MAX_MS } from './pool.js';
 import { MAX_AUTO_WORKERS, resolveWorkerCount } from './worker-count.js';
 
 const config = (workers: number | 'auto', mode = 'service-port-portal') => {
@@ -27,5 +28,12 @@ describe('resolveWorkerCount', () => {
     expect(parseWorkers('3')).toBe(3);
     expect(() => parseWorkers('0')).toThrow(/from 1 to/);
     expect(() => parseWorkers('two')).toThrow(/from 1 to/);
+  });
+});
+
+describe('restartDelay', () => {
+  it('starts at 500 ms, doubles per early death, and stops at 30 s', () => {
+    expect([0, 1, 2, 3].map(restartDelay)).toEqual([500, 500, 1000, 2000]);
+    expect(restartDelay(40)).toBe(WORKER_RESTART_MAX_MS);
   });
 });
