@@ -140,13 +140,7 @@ async function runDaemon(
   let daemon: Daemon | undefined;
   const extra =
     workers.count > 1
-      ? primaryDaemonOptions(
-          config,
-          logger,
-          workers.count,
-          () => mustExist(daemon).metrics.registry,
-          io.daemon,
-        )
+      ? primaryDaemonOptions(config, logger, workers.count, () => mustExist(daemon), io.daemon)
       : io.daemon;
   daemon = new Daemon({ config, logger, master: cli.master, env: io.env, ...extra });
   const removeSignals = io.onSignal((signal) => void daemon.stop(signal));

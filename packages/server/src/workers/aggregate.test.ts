@@ -110,6 +110,7 @@ describe('serviceFor', () => {
         { name: 'a', port: 80, protocol: 'TCP' as const },
         { name: 'b', port: 53, protocol: 'UDP' as const },
         { name: 'c', port: 90 },
+        { name: 'd', port: 91, protocol: 'SCTP' as const },
       ],
     },
   });

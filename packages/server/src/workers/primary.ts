@@ -2,9 +2,8 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { componentLogger, type Logger } from '@userspace-proxy/core';
 import type { UnidleHook } from '@userspace-proxy/idler';
-import type { Registry } from 'prom-client';
 import type { KubeProxyConfiguration } from '../config-schema.js';
-import type { DaemonOptions } from '../daemon.js';
+import type { Daemon, DaemonOptions } from '../daemon.js';
 import { createSources } from '../source-select.js';
 import type { ProxySources } from '../sources.js';
 import { mergeMetrics, mergeStatus } from './aggregate.js';
@@ -27,8 +26,12 @@ export function primaryDaemonOptions(
   config: KubeProxyConfiguration,
   logger: Logger,
   count: number,
-  /** The daemon's own registry (made with the daemon, after these options): the pool's metrics go there. */
-  registry: () => Registry,
+  /**
+   * The daemon these options are for (made after them): the pool's metrics go to its registry, and
+   * a worker that is missing queues an update on its health, so /healthz turns 503 if no worker
+   * serves the state within the health timeout.
+   */
+  daemon: () => Pick<Daemon, 'metrics' | 'health'>,
   base: Partial<DaemonOptions> = {},
 ): Partial<DaemonOptions> {
   const log = componentLogger(logger, 'workers');
@@ -54,16 +57,22 @@ export function primaryDaemonOptions(
         count,
         exec: WORKER_EXEC,
         logger,
-        registry: registry(),
+        registry: daemon().metrics.registry,
         onReady: (i, send) => proxier.onReady(i, send),
         onMessage: (i, m) => proxier.onMessage(i, m),
-        onExit: (i) => proxier.onExit(i),
+        onExit: (i) => {
+          proxier.onExit(i);
+          daemon().health.queuedUpdate();
+        },
       });
       proxier.attach(pool);
       log.info(
         `serving with ${count} workers (node:cluster, every worker accepts on the shared TCP listeners); UDP, SCTP${config.userspaceProxy.idling ? ' and idled Services' : ''} are served by worker 1 only`,
       );
       pool.start();
+      // Healthy once the workers have applied the state (a sync on every one), not before: queued
+      // after the daemon's start marks the health updated, which it does once this returns.
+      setImmediate(() => daemon().health.queuedUpdate());
       const shutdown = proxier.shutdown.bind(proxier);
       proxier.shutdown = async () => {
         await shutdown();

@@ -87,7 +87,11 @@ async function start(): Promise<{ services: string; backendPort: number; udpPort
 }
 
 /** Writes the manifest and a configuration, starts the daemon with 2 workers; returns the manifest path. */
-async function runDaemon(text: string, extra = ''): Promise<string> {
+async function runDaemon(
+  text: string,
+  extra = '',
+  iptables = 'minSyncPeriod: 10ms',
+): Promise<string> {
   const services = join(dir, 'services.yaml');
   await writeFile(services, text);
   const config = join(dir, 'config.yaml');
@@ -98,7 +102,7 @@ async function runDaemon(text: string, extra = ''): Promise<string> {
       'kind: KubeProxyConfiguration',
       `healthzBindAddress: ${SERVERS_IP}:10256`,
       `metricsBindAddress: ${SERVERS_IP}:10249`,
-      'iptables: { minSyncPeriod: 10ms }',
+      `iptables: { ${iptables} }`,
       `userspaceProxy: { servicesFile: services.yaml, drainTimeout: 1m${extra} }`,
       '',
     ].join('\n'),
@@ -152,6 +156,8 @@ const TCP = { service: 'default/web:tcp', protocol: 'TCP' };
 describe('userspace-proxy --workers 2', () => {
   it('serves on both workers, sums their metrics, pushes edits to both, keeps a UDP flow on one, and drains both on SIGTERM', async () => {
     const { services, backendPort, udpPort } = await start();
+    const health = await fetch(`http://${SERVERS_IP}:10256/healthz`);
+    expect(health.status).toBe(200);
 
     // Connections spread over both workers; the aggregated counter is their sum.
     const before = await metric('userspace_proxy_connections_total', TCP);
@@ -194,6 +200,18 @@ describe('userspace-proxy --workers 2', () => {
       'every worker to follow the edit',
       START_MS,
     );
+    // …and both workers carried a batch that only reached B.
+    const counts = async () => [
+      await metric('userspace_proxy_worker_connections_total', { worker: '1' }),
+      await metric('userspace_proxy_worker_connections_total', { worker: '2' }),
+    ];
+    await until(async () => {
+      const [one, two] = await counts();
+      const batch = await Promise.all(Array.from({ length: 20 }, () => ask(SERVICE_IP, 8080, 'f')));
+      expect(batch.every((a) => a === 'B:f')).toBe(true);
+      const [one2, two2] = await counts();
+      return (one2 ?? 0) > (one ?? 0) && (two2 ?? 0) > (two ?? 0);
+    }, 'a batch served by both workers after the edit');
 
     // Open connections on both workers, then SIGTERM: both drain, refusing new clients.
     for (let i = 0; i < 60; i++) {
@@ -288,5 +306,32 @@ subsets: ${endpoints}
       await until(() => c.received.includes(`A:h${i + 1}`), `held client ${i + 1} handed over`);
     }
     expect(proc?.stderr()).toMatch(/UDP, SCTP and idled Services are served by worker 1 only/);
+  }, 180_000);
+
+  it('answers /healthz 503 while one worker has not applied a change, and 200 once it has', async () => {
+    backends = await startBackends({ A, B });
+    const udpPort = await startUdpEcho();
+    const services = await runDaemon(
+      manifest(A, backends.port, udpPort),
+      '',
+      'minSyncPeriod: 10ms, syncPeriod: 1s',
+    );
+    const healthz = async () => (await fetch(`http://${SERVERS_IP}:10256/healthz`)).status;
+    await until(async () => (await healthz()) === 200, 'the workers to sync', START_MS);
+    const frozen = (await workers()).find((w) => w.worker === 2)?.pid ?? 0;
+    process.kill(frozen, 'SIGSTOP');
+    try {
+      // A Service change (endpoint changes need no sync): annotated.
+      const changed = manifest(A, backends.port, udpPort).replace(
+        'metadata: { name: web, namespace: default }\nspec',
+        'metadata: { name: web, namespace: default, annotations: { a: b } }\nspec',
+      );
+      await writeFile(services, changed);
+      // 2 × syncPeriod after the change, with worker 2 unable to sync.
+      await until(async () => (await healthz()) === 503, '/healthz to turn 503', 20_000);
+    } finally {
+      process.kill(frozen, 'SIGCONT');
+    }
+    await until(async () => (await healthz()) === 200, '/healthz to recover', 20_000);
   }, 180_000);
 });
