@@ -14,6 +14,7 @@ const COLOURS: Readonly<Record<SubjectId, string>> = {
   nginx: '#59a14f',
   naive: '#f28e2b',
   daemon: '#e15759',
+  daemon2: '#b07aa1',
 };
 
 const BAR = 14;

@@ -21,6 +21,7 @@ describe('configs of the servers the benchmark starts', () => {
         nginx: '127.80.128.4',
         naive: '127.80.128.5',
         daemon: '127.80.128.6',
+        daemon2: '127.80.128.7',
       },
     });
     const a = randomLayout();

@@ -23,6 +23,12 @@ export const UDP_PORTS: readonly number[] = [PORTS.iperf, PORTS.sockperf];
 /** A proxy under test (every subject but direct). */
 export type PeerId = Exclude<SubjectId, 'direct'>;
 
+/** The daemon subjects: one process, and two workers. */
+export type DaemonId = 'daemon' | 'daemon2';
+
+/** The `--workers` each daemon subject runs with (before any `--daemon-arg`). */
+export const DAEMON_WORKERS: Readonly<Record<DaemonId, number>> = { daemon: 1, daemon2: 2 };
+
 /** Where everything listens in one run: all on loopback, a random 127.x.y.0/24 per run. */
 export interface Layout {
   backend: string;
@@ -38,7 +44,10 @@ export function randomLayout(rand: () => number = Math.random): Layout {
   const a = 60 + Math.floor(rand() * 40);
   const b = Math.floor(rand() * 256);
   const ip = (d: number) => `127.${a}.${b}.${d}`;
-  return { backend: ip(2), peers: { haproxy: ip(3), nginx: ip(4), naive: ip(5), daemon: ip(6) } };
+  return {
+    backend: ip(2),
+    peers: { haproxy: ip(3), nginx: ip(4), naive: ip(5), daemon: ip(6), daemon2: ip(7) },
+  };
 }
 
 /** Where `subject` is reached: direct is the backend itself. */
@@ -132,8 +141,8 @@ export function nginxHttpBackendConfig(layout: Layout, dir: string): string {
  * The daemon's KubeProxyConfiguration as a user writes it (docs/operations.md): service-port-portal,
  * health and metrics servers on its own loopback address, the manifest beside it.
  */
-export function daemonConfig(layout: Layout): string {
-  const ip = layout.peers.daemon;
+export function daemonConfig(layout: Layout, id: DaemonId = 'daemon'): string {
+  const ip = layout.peers[id];
   return `${[
     'apiVersion: kubeproxy.config.k8s.io/v1alpha1',
     'kind: KubeProxyConfiguration',
@@ -156,7 +165,7 @@ export function daemonConfig(layout: Layout): string {
 }
 
 /** One Service on the daemon's address with every benchmark port, its endpoint the backend. */
-export function daemonServices(layout: Layout): string {
+export function daemonServices(layout: Layout, id: DaemonId = 'daemon'): string {
   const ports = [
     ...TCP_PORTS.map((p) => ({ name: `tcp-${p}`, protocol: 'TCP', port: p })),
     ...UDP_PORTS.map((p) => ({ name: `udp-${p}`, protocol: 'UDP', port: p })),
@@ -167,7 +176,7 @@ export function daemonServices(layout: Layout): string {
     'metadata: { name: bench, namespace: default }',
     'spec:',
     '  type: ClusterIP',
-    `  clusterIP: ${layout.peers.daemon}`,
+    `  clusterIP: ${layout.peers[id]}`,
     '  ports:',
     ...ports.map(
       (p) =>

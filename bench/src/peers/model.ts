@@ -5,10 +5,21 @@
  */
 
 /** Who carries the traffic: nobody (direct), a peer proxy, or the project's daemon. */
-export type SubjectId = 'direct' | 'haproxy' | 'nginx' | 'naive' | 'daemon';
+/**
+ * Who carries the traffic: nobody (direct), a peer proxy, or the project's daemon — `daemon` with
+ * `--workers 1` (one process) and `daemon2` with `--workers 2`, so one run shows both.
+ */
+export type SubjectId = 'direct' | 'haproxy' | 'nginx' | 'naive' | 'daemon' | 'daemon2';
 
 /** Every subject in table order; direct first because every ratio is to it. */
-export const SUBJECTS: readonly SubjectId[] = ['direct', 'haproxy', 'nginx', 'naive', 'daemon'];
+export const SUBJECTS: readonly SubjectId[] = [
+  'direct',
+  'haproxy',
+  'nginx',
+  'naive',
+  'daemon',
+  'daemon2',
+];
 
 /** Column headings. */
 export const SUBJECT_LABELS: Readonly<Record<SubjectId, string>> = {
@@ -17,6 +28,7 @@ export const SUBJECT_LABELS: Readonly<Record<SubjectId, string>> = {
   nginx: 'nginx stream',
   naive: 'naive Node',
   daemon: 'userspace-proxy',
+  daemon2: 'userspace-proxy, 2 workers',
 };
 
 /**

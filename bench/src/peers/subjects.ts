@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import {
+  DAEMON_WORKERS,
   daemonConfig,
   daemonServices,
   haproxyConfig,
@@ -211,12 +212,15 @@ export async function startPeer(
     const args = [script, ip, layout.backend, TCP_PORTS.join(','), UDP_PORTS.join(',')];
     child = procs.server(process.execPath, args, log);
   } else {
-    writeFileSync(join(d, 'config.yaml'), daemonConfig(layout));
-    writeFileSync(join(d, 'services.yaml'), daemonServices(layout));
-    const args = [daemon.main, '--config', join(d, 'config.yaml'), ...daemon.extraArgs];
+    writeFileSync(join(d, 'config.yaml'), daemonConfig(layout, id));
+    writeFileSync(join(d, 'services.yaml'), daemonServices(layout, id));
+    const workers = ['--workers', String(DAEMON_WORKERS[id])];
+    const args = [daemon.main, '--config', join(d, 'config.yaml'), ...workers, ...daemon.extraArgs];
     child = procs.server(process.execPath, args, log, d);
   }
-  const problem = await waitListening(child, ip, TCP_PORTS, udp ? UDP_PORTS : []);
+  // Workers each load the daemon before they listen: give a daemon more time than a C server.
+  const deadline = id === 'daemon' || id === 'daemon2' ? 45_000 : undefined;
+  const problem = await waitListening(child, ip, TCP_PORTS, udp ? UDP_PORTS : [], deadline);
   if (problem || child.pid === undefined) {
     await procs.stop(child);
     return skip(notes, id, `did not start: ${problem}: ${tail(log)}`);

@@ -1,6 +1,7 @@
 import { DEFAULT_HEALTHZ_PORT, DEFAULT_METRICS_PORT } from './config-schema.js';
 import { formatDuration, parseDuration } from './duration.js';
 import { goJoinHostPort, goSplitHostPort, isIPAddress } from './host-port.js';
+import { MAX_AUTO_WORKERS, MAX_WORKERS } from './workers/worker-count.js';
 
 /**
  * The daemon's flags: kube-proxy's names, help and defaults for the ones a userspace proxy uses,
@@ -30,6 +31,16 @@ export class FlagValueError extends Error {}
 
 const fail = (message: string): never => {
   throw new FlagValueError(message);
+};
+
+/** `--workers`: "auto" or a whole number from 1 to {@link MAX_WORKERS}. */
+export const parseWorkers: Parser = (raw) => {
+  if (raw === 'auto') return 'auto';
+  const n = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) {
+    return fail(`must be "auto" or a whole number from 1 to ${MAX_WORKERS}`);
+  }
+  return n;
 };
 
 /** Go's strconv.ParseBool, as pflag's bool flags accept. */
@@ -320,6 +331,13 @@ export const FLAGS: readonly FlagSpec[] = [
       'SCTP Services: "udp" is RFC 6951 encapsulation; "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',
     shownDefault: 'udp',
     field: 'userspaceProxy.sctpTransport',
+  },
+  {
+    flags: '--workers <n|auto>',
+    description: `Data-path processes sharing the listening sockets; "auto" is one per core, at most ${MAX_AUTO_WORKERS}. 1 serves in one process. UDP, SCTP and idled Services stay in worker 1; redirect mode always uses 1. docs/operations.md.`,
+    shownDefault: '1',
+    parse: parseWorkers,
+    field: 'userspaceProxy.workers',
   },
   {
     flags: '--tcp-idle-timeout <duration>',

@@ -55,9 +55,9 @@ const HELP_AFTER = `
 Sources: give --services-file to serve a manifest without a cluster, or --kubeconfig/--master (or run
 in a Pod, where KUBERNETES_SERVICE_HOST is set) to follow a Kubernetes API server.
 
-Precedence: defaults, then the --config file or, without one, the flags. --hostname-override and the
-logging flags always win. Signals: SIGTERM and SIGINT stop accepting, let established connections
-finish for up to --drain-timeout, then exit 0. docs/operations.md has every flag, field and metric.
+Precedence: defaults, then the --config file or, without one, the flags. --hostname-override,
+--workers and the logging flags always win. Signals: SIGTERM and SIGINT stop accepting, let
+established connections finish for up to --drain-timeout, then exit 0. docs/operations.md has every flag, field and metric.
 
 Examples:
   userspace-proxy --services-file services.yaml --metrics-bind-address 127.0.0.1:10249

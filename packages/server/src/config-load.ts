@@ -157,8 +157,11 @@ export function overlayFlags(
   return mergeInput(config as unknown as ConfigInput, flags) as unknown as KubeProxyConfiguration;
 }
 
-/** Flags that win over the file (kube-proxy ≥ 1.30 for logging; every version for the hostname). */
-const ALWAYS_APPLIED = new Set(['hostname-override', 'v', 'logging-format']);
+/**
+ * Flags that win over the file (kube-proxy ≥ 1.30 for logging; every version for the hostname; ours
+ * for `--workers`, the shape of the process on this machine rather than of the proxy).
+ */
+const ALWAYS_APPLIED = new Set(['hostname-override', 'v', 'logging-format', 'workers']);
 
 /**
  * The effective configuration from flags and an optional file, validated. Warnings cover unknown
@@ -193,6 +196,8 @@ export async function resolveConfiguration(
       logging.format = options.flags.logging.format;
     }
     if (Object.keys(logging).length > 0) kept.logging = logging;
+    const workers = options.flags.userspaceProxy?.workers;
+    if (options.explicit.has('workers') && workers !== undefined) kept.userspaceProxy = { workers };
     config = overlayFlags(config, kept);
     for (const flag of options.explicit) {
       if (options.configFlags.has(flag) && !ALWAYS_APPLIED.has(flag)) {

@@ -102,6 +102,8 @@ export interface UserspaceProxyConfiguration {
   sctpMaxAssociationsPerPort: number;
   /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
   sctpTransport: 'udp' | 'raw';
+  /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
+  workers: number | 'auto';
 }
 
 /** The complete, defaulted configuration. */
@@ -240,6 +242,7 @@ export const configFileSchema = z.strictObject({
       sctpEncapsulationPort: z.number().int().optional(),
       sctpMaxAssociationsPerPort: z.number().int().optional(),
       sctpTransport: z.enum(['udp', 'raw']).optional(),
+      workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })
     .optional(),
 });
@@ -265,6 +268,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   sctpEncapsulationPort: 9899,
   sctpMaxAssociationsPerPort: 1024,
   sctpTransport: 'udp',
+  workers: 1,
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -371,6 +375,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
       sctpMaxAssociationsPerPort:
         ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
       sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
+      workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
     },
   };
 }

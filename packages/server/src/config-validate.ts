@@ -19,6 +19,7 @@ import {
 } from './field-error.js';
 import { cidrFamily, goSplitHostPort, isIPAddress } from './host-port.js';
 import { VERSION } from './version.js';
+import { MAX_WORKERS } from './workers/worker-count.js';
 
 /**
  * Validation of a defaulted KubeProxyConfiguration. Paths and messages are kube-proxy's (the 1.25
@@ -278,6 +279,9 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   atLeast('IdlingMaxHeldPerPort', c.idlingMaxHeldPerPort, 1, num);
   atLeast('IdlingHoldTimeout', c.idlingHoldTimeout, 1, dur);
   atLeast('SCTPMaxAssociationsPerPort', c.sctpMaxAssociationsPerPort, 1, num);
+  if (c.workers !== 'auto' && (c.workers < 1 || c.workers > MAX_WORKERS)) {
+    errs.push(invalid(`${path}.Workers`, num(c.workers), `must be "auto" or 1-${MAX_WORKERS}`));
+  }
   if (c.sctpEncapsulationPort < 1 || c.sctpEncapsulationPort > 65_535) {
     errs.push(
       invalid(

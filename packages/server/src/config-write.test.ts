@@ -93,6 +93,7 @@ userspaceProxy:
   sctpEncapsulationPort: 19899
   sctpMaxAssociationsPerPort: 64
   sctpTransport: raw
+  workers: 3
 `;
 
 async function readBack(path: string): Promise<KubeProxyConfiguration> {

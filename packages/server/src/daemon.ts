@@ -1,5 +1,4 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import {
   componentLogger,
@@ -18,18 +17,14 @@ import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { ExecConntrackCleaner, IptablesPortalManager } from '@userspace-proxy/linux';
 import { LoggingCommandRunner } from './command-log.js';
 import { effectiveProxyMode, type KubeProxyConfiguration } from './config-schema.js';
-import { configzBody } from './configz.js';
 import { buildDaemonProxier } from './daemon-proxier.js';
-import { ProcDescriptorBudget } from './fd-budget.js';
-import { createHealthServer } from './health-server.js';
+import { type DaemonServersOptions, startDaemonServers } from './daemon-servers.js';
 import { type Clock, ProxierHealth, systemClock } from './healthz-state.js';
-import { parseListenAddress } from './host-port.js';
 import type { HttpLimits } from './http-guard.js';
-import { RetryingListener } from './http-listen.js';
+import type { RetryingListener } from './http-listen.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
 import { subscribeIdlerMetrics } from './metrics-idler.js';
-import { createMetricsServer } from './metrics-server.js';
 import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
 import { createSources, type SourceFactoryOptions } from './source-select.js';
@@ -65,6 +60,12 @@ export interface DaemonOptions {
    * http-guard.ts's. The descriptor budget is shared by both; default /proc's (fd-budget.ts).
    */
   httpLimits?: Omit<HttpLimits, 'onRefused'>;
+  /** False: no health or metrics server (a `--workers` worker: the primary serves them). Default true. */
+  servers?: boolean;
+  /** What `/metrics` serves instead of the own registry (the primary's merge of its workers'). */
+  metricsView?: DaemonServersOptions['metricsView'];
+  /** What `/status.json` serves given the own model (the primary's merge of its workers'). */
+  statusView?: (own: () => Promise<StatusModel | Record<string, never>>) => Promise<unknown>;
 }
 
 /** A running (or stopping) daemon. */
@@ -273,62 +274,31 @@ export class Daemon {
   }
 
   #startServers(config: KubeProxyConfiguration, mode: string): void {
-    const descriptors = this.#options.httpLimits?.descriptors ?? new ProcDescriptorBudget();
-    const limits = (server: string): HttpLimits => ({
-      ...this.#options.httpLimits,
-      descriptors,
-      onRefused: (reason) => this.metrics.httpConnectionRefused(server, reason),
+    if (this.#options.servers === false) return;
+    const listeners = startDaemonServers({
+      config,
+      mode,
+      logger: this.#options.logger,
+      metrics: this.metrics,
+      health: this.health,
+      draining: () => this.#draining,
+      nodeEligible: () => this.#sourcesEligible(),
+      status: () => this.status(),
+      ...(this.#options.metricsView ? { metricsView: this.#options.metricsView } : {}),
+      ...(this.#options.httpLimits ? { httpLimits: this.#options.httpLimits } : {}),
+      ...(this.#options.listenRetryMs !== undefined
+        ? { listenRetryMs: this.#options.listenRetryMs }
+        : {}),
+      record: (reason, message) => this.#record('Warning', reason, message),
+      hardFail: () => void this.stop('bind failure', { exitCode: 1, drain: false }),
     });
-    const servers: [string, string, Server, string][] = [
-      [
-        'healthz',
-        config.healthzBindAddress,
-        createHealthServer({
-          health: this.health,
-          observer: this.metrics,
-          draining: () => this.#draining,
-          nodeEligible: () => this.#sourcesEligible(),
-          limits: limits('healthz'),
-        }),
-        'FailedToStartProxierHealthcheck',
-      ],
-      [
-        'metrics',
-        config.metricsBindAddress,
-        createMetricsServer({
-          registry: this.metrics.registry,
-          proxyMode: mode,
-          configz: () => configzBody(config),
-          status: () => this.status(),
-          limits: limits('metrics'),
-        }),
-        'FailedToStartMetricServer',
-      ],
-    ];
-    for (const [name, address, server, reason] of servers) {
-      const { host, port } = parseListenAddress(address);
-      const listener = new RetryingListener(server, {
-        name,
-        host,
-        port,
-        hardFail: config.bindAddressHardFail,
-        logger: this.#options.logger,
-        ...(this.#options.listenRetryMs !== undefined
-          ? { retryDelayMs: this.#options.listenRetryMs }
-          : {}),
-        onFailure: (err) => this.#record('Warning', reason, err.message),
-      });
-      this.#listeners.push(listener);
-      listener.start().catch((err: unknown) => {
-        this.#log.fatal(`${(err as Error).message}; exiting (bindAddressHardFail)`);
-        void this.stop('bind failure', { exitCode: 1, drain: false });
-      });
-    }
+    this.#listeners.push(...listeners);
   }
 
   /** The status model (`/status.json`); an empty one before the daemon has started. */
-  status(): Promise<StatusModel | Record<string, never>> {
-    return this.#status?.() ?? Promise.resolve({});
+  status(): Promise<unknown> {
+    const own = () => this.#status?.() ?? Promise.resolve({});
+    return this.#options.statusView ? this.#options.statusView(own) : own();
   }
 
   #sourcesEligible(): boolean {

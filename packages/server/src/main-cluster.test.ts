@@ -6,7 +6,13 @@ import { parseAllDocuments } from 'yaml';
 import { FakeApiServer } from '../../kubernetes/src/test-support/fake-apiserver.js';
 import type { StoredObject } from '../../kubernetes/src/test-support/fake-store.js';
 import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
-import { type DaemonProcess, REPO_ROOT, spawnDaemon } from './test-support/daemon-process.js';
+import { daemonConfigText } from './test-support/config-file.js';
+import {
+  type DaemonProcess,
+  killDaemon,
+  REPO_ROOT,
+  spawnDaemon,
+} from './test-support/daemon-process.js';
 import { until } from './test-support/wait.js';
 
 // End to end on a cluster: the real `userspace-proxy` process following the in-process fake API
@@ -35,10 +41,7 @@ beforeEach(async () => {
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.socket.destroy();
-  if (proc && proc.child.exitCode === null && proc.child.signalCode === null) {
-    proc.child.kill('SIGKILL');
-    await proc.exited;
-  }
+  await killDaemon(proc);
   proc = undefined;
   await server.close();
   await backends.close();
@@ -87,17 +90,12 @@ async function writeConfig(extra: string[] = []): Promise<string> {
   const file = join(dir, 'config.yaml');
   await writeFile(
     file,
-    [
-      'apiVersion: kubeproxy.config.k8s.io/v1alpha1',
-      'kind: KubeProxyConfiguration',
-      `healthzBindAddress: ${SERVERS_IP}:10256`,
-      `metricsBindAddress: ${SERVERS_IP}:10249`,
+    daemonConfigText(SERVERS_IP, [
       'iptables: { minSyncPeriod: 10ms }',
       'nodePortAddresses: [primary]',
       'userspaceProxy: { drainTimeout: 10s }',
       ...extra,
-      '',
-    ].join('\n'),
+    ]),
   );
   return file;
 }

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
-import { type DaemonProcess, spawnDaemon } from './test-support/daemon-process.js';
+import { daemonConfigText } from './test-support/config-file.js';
+import { type DaemonProcess, killDaemon, spawnDaemon } from './test-support/daemon-process.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
 import { until } from './test-support/wait.js';
@@ -23,10 +24,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  if (proc && proc.child.exitCode === null && proc.child.signalCode === null) {
-    proc.child.kill('SIGKILL');
-    await proc.exited;
-  }
+  await killDaemon(proc);
   proc = undefined;
   await backends?.close();
   backends = undefined;
@@ -77,15 +75,10 @@ describe('userspace-proxy (the process)', () => {
     const config = join(dir, 'config.yaml');
     await writeFile(
       config,
-      [
-        'apiVersion: kubeproxy.config.k8s.io/v1alpha1',
-        'kind: KubeProxyConfiguration',
-        `healthzBindAddress: ${SERVERS_IP}:10256`,
-        `metricsBindAddress: ${SERVERS_IP}:10249`,
+      daemonConfigText(SERVERS_IP, [
         'iptables: { minSyncPeriod: 10ms }',
         'userspaceProxy: { servicesFile: services.yaml, drainTimeout: 1m }',
-        '',
-      ].join('\n'),
+      ]),
     );
     proc = spawnDaemon(['--config', config, '--logging-format', 'json']);
     await until(

@@ -12,9 +12,12 @@ import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page.js';
  * None of it is authenticated, which is why it listens on loopback unless configured otherwise.
  */
 
+/** What `/metrics` reads: a prom-client Registry, or a merge of several (a `--workers` primary). */
+export type MetricsSource = Pick<Registry, 'metrics' | 'contentType'>;
+
 /** Options of {@link createMetricsServer}. */
 export interface MetricsServerOptions {
-  registry: Registry;
+  registry: MetricsSource;
   /** The /proxyMode body: "userspace" or "service-port-portal". */
   proxyMode: string;
   /** The /configz body, computed per request (the configuration is immutable, but cheap to render). */

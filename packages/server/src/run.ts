@@ -11,6 +11,13 @@ import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { createDaemonLogger } from './logging.js';
 import { chooseSource } from './sources.js';
 import { runStatusCommand } from './status-cli.js';
+import { primaryDaemonOptions } from './workers/primary.js';
+import { resolveWorkerCount } from './workers/worker-count.js';
+
+const mustExist = <T>(value: T | undefined): T => {
+  if (value === undefined) throw new Error('used before it was made');
+  return value;
+};
 
 /**
  * The command: flags and file to a configuration, then `--write-config-to`, `--cleanup` or the
@@ -128,7 +135,14 @@ async function runDaemon(
   logger: Logger,
   io: CommandIO,
 ): Promise<number> {
-  const daemon = new Daemon({ config, logger, master: cli.master, env: io.env, ...io.daemon });
+  const workers = resolveWorkerCount(config);
+  if (workers.reason !== undefined) logger.warn(workers.reason);
+  let daemon: Daemon | undefined;
+  const extra =
+    workers.count > 1
+      ? primaryDaemonOptions(config, logger, workers.count, () => mustExist(daemon), io.daemon)
+      : io.daemon;
+  daemon = new Daemon({ config, logger, master: cli.master, env: io.env, ...extra });
   const removeSignals = io.onSignal((signal) => void daemon.stop(signal));
   const stopWatching = new AbortController();
   try {

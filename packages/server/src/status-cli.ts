@@ -91,10 +91,15 @@ export function formatStatusTable(model: StatusModel): string {
       : `last sync ${new Date(s.lastTimestampSeconds * 1000).toISOString()}${
           s.lastDurationSeconds === null ? '' : ` (${(s.lastDurationSeconds * 1000).toFixed(1)} ms)`
         }`;
-  const out = [
-    cell(`userspace-proxy ${model.version}, mode ${model.proxyMode}, ${sync}`),
-    ...lines,
-  ];
+  const out = [cell(`userspace-proxy ${model.version}, mode ${model.proxyMode}, ${sync}`)];
+  if (model.workers !== undefined && model.workers.length > 0) {
+    const each = model.workers.map(
+      (w) =>
+        `${w.worker} pid ${w.pid} (${w.connectionsActive} active, ${w.connectionsTotal} total)`,
+    );
+    out.push(cell(`workers: ${each.join('; ')}`));
+  }
+  out.push(...lines);
   if (model.recentErrors.length > 0) {
     out.push('', 'RECENT ERRORS');
     for (const e of model.recentErrors.slice(0, 10)) {

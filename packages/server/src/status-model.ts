@@ -87,6 +87,17 @@ export interface StatusModel {
   };
   servicePorts: StatusServicePort[];
   recentErrors: { time: string; kind: string; service: string; message: string }[];
+  /** With `--workers` above 1: each worker (the counts above are their sums). */
+  workers?: StatusWorker[];
+}
+
+/** One `--workers` worker on the status page. */
+export interface StatusWorker {
+  /** 1-based, as the logs name it. */
+  worker: number;
+  pid: number;
+  connectionsTotal: number;
+  connectionsActive: number;
 }
 
 /** Keeps the Services the daemon was given (registered on the ServiceConfig beside the Proxier). */

@@ -44,7 +44,9 @@ function render() {
   $('sync').textContent = s.lastTimestampSeconds === null ? 'no sync yet' :
     'last sync ' + new Date(s.lastTimestampSeconds * 1000).toISOString() +
     (s.lastDurationSeconds === null ? '' : ' in ' + (s.lastDurationSeconds * 1000).toFixed(1) + ' ms') +
-    ' \\u00b7 ' + s.count + ' sync(s)';
+    ' \\u00b7 ' + s.count + ' sync(s)' +
+    (Array.isArray(m.workers) && m.workers.length > 0 ? ' \\u00b7 workers: ' + m.workers.map((w) =>
+      w.worker + ' (pid ' + w.pid + ', ' + w.connectionsActive + ' active, ' + w.connectionsTotal + ' total)').join(', ') : '');
   const body = $('rows');
   const rows = [];
   for (const p of m.servicePorts) {

@@ -41,3 +41,11 @@ export function spawnDaemon(
   });
   return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+/** Kills `proc` if it still runs and waits for it: a test's clean-up. */
+export async function killDaemon(proc: DaemonProcess | undefined): Promise<void> {
+  if (proc && proc.child.exitCode === null && proc.child.signalCode === null) {
+    proc.child.kill('SIGKILL');
+    await proc.exited;
+  }
+}
