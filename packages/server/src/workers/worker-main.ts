@@ -43,10 +43,19 @@ export function runWorker(): Promise<number> {
       if (fed?.apply(m)) return;
       switch (m.type) {
         case 'up:init': {
+          // Idled and SCTP Services live in worker 1 only (placement.ts): the others run no idler
+          // and no raw SCTP engine (two raw stacks on one address abort each other's associations).
           const config =
             m.index === 0
               ? m.config
-              : { ...m.config, userspaceProxy: { ...m.config.userspaceProxy, idling: false } };
+              : {
+                  ...m.config,
+                  userspaceProxy: {
+                    ...m.config.userspaceProxy,
+                    idling: false,
+                    sctpTransport: 'udp' as const,
+                  },
+                };
           const base = createDaemonLogger({
             format: config.logging.format,
             verbosity: config.logging.verbosity,
