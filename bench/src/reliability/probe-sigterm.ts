@@ -1,5 +1,5 @@
 import { type AddressInfo, createServer, Socket } from 'node:net';
-import { httpGet, startDaemon, until } from './daemon.js';
+import { httpGet, sleep, startDaemon, until } from './daemon.js';
 import { manifest, roundTrip, subnet } from './net.js';
 import type { Probe } from './types.js';
 
@@ -10,6 +10,7 @@ import type { Probe } from './types.js';
  */
 async function drainBackend(ip: string) {
   const sockets = new Set<Socket>();
+  const seen = { requests: 0 };
   const server = createServer((s) => {
     sockets.add(s);
     s.on('error', () => {});
@@ -20,6 +21,7 @@ async function drainBackend(ip: string) {
       clearInterval(timer);
     });
     s.once('data', (c) => {
+      seen.requests++;
       const [kind, ms, bytes] = c.toString().trim().split(' ');
       if (kind === 'F') {
         timer = setTimeout(() => s.end(Buffer.alloc(Number(bytes), 'a')), Number(ms));
@@ -32,6 +34,7 @@ async function drainBackend(ip: string) {
   });
   await new Promise<void>((r) => server.listen(0, ip, () => r()));
   return {
+    seen,
     port: (server.address() as AddressInfo).port,
     close() {
       for (const s of sockets) s.destroy();
@@ -72,7 +75,7 @@ function watch(host: string, port: number, request: string): Watched {
  * truncated stream look complete), and the daemon exits 0 at the deadline.
  */
 export const sigtermProbe: Probe = async (ctx) => {
-  const { finishing, streaming, drainS } = ctx.sizes.sigterm;
+  const { finishing, streaming, drainS, loadS } = ctx.sizes.sigterm;
   const drainMs = drainS * 1000;
   const net = subnet();
   const backend = await drainBackend(`${net}10`);
@@ -91,17 +94,14 @@ export const sigtermProbe: Probe = async (ctx) => {
   try {
     for (let i = 0; i < streaming; i++) streams.push(watch(host, 8080, 'S\n'));
     await until(() => streams.every((w) => w.bytes > 0 || w.how), 20_000);
+    // The streams run a while first: buffers fill, the relay's back-pressure is in play.
+    await sleep(loadS * 1000);
     for (let i = 0; i < finishing; i++) {
-      const ms = Math.round(drainMs * (0.1 + (0.7 * i) / Math.max(1, finishing)));
+      const ms = Math.round(drainMs * (0.3 + (0.6 * i) / Math.max(1, finishing)));
       finishers.push(watch(host, 8080, `F ${ms} ${size}\n`));
     }
-    await until(
-      () =>
-        daemon
-          .metrics()
-          .then((m) => (m.get('userspace_proxy_connections_active') ?? 0) >= streaming + finishing),
-      20_000,
-    );
+    // Every request has reached the backend (through the proxy) before the signal.
+    await until(() => backend.seen.requests >= streaming + finishing, 20_000);
     const t0 = performance.now();
     daemon.stop('SIGTERM', drainMs + 20_000);
     // Once /healthz says 503 the daemon has taken the signal: a new client must be refused.
@@ -122,8 +122,9 @@ export const sigtermProbe: Probe = async (ctx) => {
       id: 'sigterm',
       title: 'SIGTERM under load',
       done:
-        `${streaming} connections streaming 16 KiB every 20 ms without end, and ${finishing} ` +
-        `requests whose ${size / 1024} KiB responses end (with a FIN) between 10 % and 80 % of the ` +
+        `${streaming} connections streaming 16 KiB every 20 ms without end (for ${loadS} s before ` +
+        `the signal), and ${finishing} ` +
+        `requests whose ${size / 1024} KiB responses end (with a FIN) between 30 % and 90 % of the ` +
         `drain; then SIGTERM to the daemon with drainTimeout ${drainS}s.`,
       figures: [
         {
@@ -157,7 +158,10 @@ export const sigtermProbe: Probe = async (ctx) => {
           pass: code === 0 && exitMs >= drainMs - 100 && exitMs < drainMs + 3000,
         },
       ],
-      notes: [],
+      notes:
+        fin > 0 || cutEarly.length > 0
+          ? [`The daemon's last log lines: ${daemon.log().split('\n').slice(-8).join(' / ')}`]
+          : [],
     };
   } finally {
     for (const w of [...streams, ...finishers]) w.socket.destroy();

@@ -41,7 +41,7 @@ export interface SoakSizes {
   fdExhaustion: { nofile: number; cycles: number };
   blackhole: { clients: number };
   fuzz: { inProcess: number; liveManifests: number; liveConfigs: number };
-  sigterm: { finishing: number; streaming: number; drainS: number };
+  sigterm: { finishing: number; streaming: number; drainS: number; loadS: number };
   http: { idle: number; slow: number; garbage: number; slowMs: number };
 }
 
@@ -54,7 +54,7 @@ export const FULL: SoakSizes = {
   fdExhaustion: { nofile: 256, cycles: 20 },
   blackhole: { clients: 3000 },
   fuzz: { inProcess: 1_000_000, liveManifests: 300, liveConfigs: 60 },
-  sigterm: { finishing: 200, streaming: 100, drainS: 5 },
+  sigterm: { finishing: 200, streaming: 100, drainS: 5, loadS: 20 },
   http: { idle: 1000, slow: 50, garbage: 500, slowMs: 14_000 },
 };
 
@@ -67,7 +67,7 @@ export const QUICK: SoakSizes = {
   fdExhaustion: { nofile: 256, cycles: 3 },
   blackhole: { clients: 600 },
   fuzz: { inProcess: 50_000, liveManifests: 30, liveConfigs: 5 },
-  sigterm: { finishing: 40, streaming: 20, drainS: 3 },
+  sigterm: { finishing: 40, streaming: 20, drainS: 3, loadS: 20 },
   http: { idle: 200, slow: 10, garbage: 100, slowMs: 13_000 },
 };
 
@@ -80,7 +80,7 @@ export const SMOKE: SoakSizes = {
   fdExhaustion: { nofile: 256, cycles: 1 },
   blackhole: { clients: 60 },
   fuzz: { inProcess: 2000, liveManifests: 3, liveConfigs: 1 },
-  sigterm: { finishing: 5, streaming: 20, drainS: 1 },
+  sigterm: { finishing: 5, streaming: 5, drainS: 1, loadS: 0 },
   http: { idle: 80, slow: 0, garbage: 10, slowMs: 0 },
 };
 
