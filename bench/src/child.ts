@@ -12,6 +12,9 @@ switch (role) {
   case 'load':
     serveRole((await import('./roles/loadgen.js')).loadMethods);
     break;
+  case 'reliability-peer':
+    serveRole((await import('./reliability/peer-child.js')).peerMethods);
+    break;
   default:
     throw new Error(`unknown role ${role}`);
 }

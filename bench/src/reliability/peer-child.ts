@@ -1,11 +1,11 @@
 import { createSocket } from 'node:dgram';
 import { type AddressInfo, createServer, type Server, Socket } from 'node:net';
-import { serveRole } from '../rpc.js';
 
 /**
  * A process of its own for the probes' many sockets: the half-close probe's clients and backends
  * (10 000 each would not fit beside each other under one process's descriptor limit) and the UDP
- * flood's short-lived senders. Run by {@link PeerProcess}; its methods are called over IPC.
+ * flood's short-lived senders. Run by {@link PeerProcess} (bench's child.ts, role
+ * `reliability-peer`); its methods are called over IPC.
  */
 
 const servers: Server[] = [];
@@ -28,7 +28,8 @@ function watchEnd(s: Socket): void {
   });
 }
 
-const methods = {
+/** The peer's methods, served by child.ts. */
+export const peerMethods = {
   /**
    * A backend that accepts, reads and never writes or closes: after the client's FIN its socket
    * stays in CLOSE_WAIT (allowHalfOpen), so only the proxy's half-close timeout can end it.
@@ -124,6 +125,4 @@ const methods = {
 };
 
 /** The peer's methods, as the parent calls them. */
-export type PeerMethods = typeof methods;
-
-serveRole(methods);
+export type PeerMethods = typeof peerMethods;
