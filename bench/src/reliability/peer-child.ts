@@ -61,6 +61,8 @@ export const peerMethods = {
               clients.push(s);
               held.add(s);
               watchEnd(s);
+              // Reading, so the reset surfaces as ECONNRESET (a socket that never reads sees nothing).
+              s.resume();
               s.write('x');
               resolve(true);
             });

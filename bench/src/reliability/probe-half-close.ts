@@ -58,6 +58,8 @@ export const halfCloseProbe: Probe = async (ctx) => {
       const left = halfClosed(tcpStates(ends));
       const early = clearedAt !== undefined && clearedAt - t0 < timeoutS * 1000 - 200;
       const all = tcpStates(ends);
+      // The client process may still be working through thousands of resets.
+      await until(async () => (await clients.call('stats')).open === 0, 20_000);
       const cs = await clients.call('stats');
       if (connections >= 9000) {
         notes.push(
@@ -93,7 +95,7 @@ export const halfCloseProbe: Probe = async (ctx) => {
           },
           {
             name: 'clients that saw the reset',
-            value: `${cs.reset} of ${connected} (still open: ${cs.open})`,
+            value: `${cs.reset} of ${connected} (FIN: ${cs.fin}, other: ${cs.other}, still open: ${cs.open})`,
             goal: `${connected}`,
             pass: cs.reset === connected,
           },
