@@ -94,6 +94,12 @@ export const halfCloseProbe: Probe = async (ctx) => {
             pass: clearedAt !== undefined && !early,
           },
           {
+            name: 'daemon still running',
+            value: daemon.alive() ? 'yes' : `no (exit ${await daemon.exited})`,
+            goal: 'yes',
+            pass: daemon.alive(),
+          },
+          {
             name: 'clients that saw the reset',
             value: `${cs.reset} of ${connected} (FIN: ${cs.fin}, other: ${cs.other}, still open: ${cs.open})`,
             goal: `${connected}`,
@@ -107,7 +113,12 @@ export const halfCloseProbe: Probe = async (ctx) => {
             goal: '—',
           },
         ],
-        notes,
+        notes: daemon.alive()
+          ? notes
+          : [
+              ...notes,
+              `The daemon's last output: ${daemon.log().slice(-1500).replace(/\s+/g, ' ')}`,
+            ],
       };
     } finally {
       await daemon.stop('SIGKILL');

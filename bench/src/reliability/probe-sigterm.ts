@@ -162,8 +162,10 @@ export const sigtermProbe: Probe = async (ctx) => {
         'The streams are slow (50 KiB/s each) on purpose: a Linux client that still has unread ' +
           'data in its receive buffer when an RST arrives reads that data and then an end of ' +
           'stream, not ECONNRESET, so a client that lags behind cannot tell the reset from a FIN ' +
-          '(seen here with 100 streams of 800 KiB/s into one loaded process: the daemon reset ' +
-          'them, strace shows SO_LINGER 0 and close, yet every client read an end of stream). ' +
+          '(seen in an earlier run with 100 streams of 800 KiB/s into one loaded process: the ' +
+          'daemon logged that it reset them, yet every client read an end of stream; a paused ' +
+          'Node client does the same against a server that, as strace shows, sets SO_LINGER 0 ' +
+          'and closes). ' +
           'What this probe checks is what the daemon sends, with clients that keep up.',
         ...(fin > 0 || cutEarly.length > 0
           ? [`The daemon's last log lines: ${daemon.log().split('\n').slice(-8).join(' / ')}`]

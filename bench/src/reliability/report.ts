@@ -52,7 +52,7 @@ export function reliabilityMarkdown(r: SoakResult): string {
     'as users run it, and looks at it only from outside: sockets, the services file, its metrics',
     'server and /proc. The figures are counts and bounds, not speeds, so a loaded machine does not',
     'change them much; the load average is stated below anyway. Regenerate this file with',
-    '`npx -y pnpm@12.4.2 soak` (about 20 minutes; `--quick` for a two-minute check that does not',
+    '`npx -y pnpm@12.4.2 soak` (about 20 minutes; `--quick` for a check of a few minutes that does not',
     'write it, `--only churn,fuzz` for some probes, `--seed N` to replay a fuzz run).',
     '',
     '| | |',
