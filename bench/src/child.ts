@@ -24,6 +24,9 @@ switch (role) {
   case 'sctp':
     serveRole((await import('./roles/sctp.js')).sctpMethods);
     break;
+  case 'reliability-peer':
+    serveRole((await import('./reliability/peer-child.js')).peerMethods);
+    break;
   default:
     throw new Error(`unknown role ${role}`);
 }

@@ -14,6 +14,7 @@ const HELP = `usage: pnpm bench [--smoke] [--reps N] [--only tcp,latency,udp,mem
   --sources run the proxy from core's TypeScript sources through tsx instead of building
             packages/core first (tsx wraps every named function expression in __name(), which
             costs CPU and about 2.5 KB per proxied connection that the build does not)
+  --only reliability  instead: the reliability soak (pnpm soak; pnpm bench --only reliability --help)
   --peers   instead: HAProxy, nginx, a naive relay and the daemon with iperf3, wrk and sockperf
             (pnpm bench --peers --help)`;
 
@@ -57,6 +58,10 @@ function buildCore(): void {
 
 async function main(argv: string[]): Promise<void> {
   if (argv.includes('--peers')) return (await import('./peers/cli.js')).peersMain(argv);
+  if (argv[argv.indexOf('--only') + 1] === 'reliability' && argv.includes('--only')) {
+    const rest = argv.filter((a, i) => a !== '--only' && argv[i - 1] !== '--only');
+    process.exit(await (await import('./reliability/cli.js')).soakMain(rest));
+  }
   if (argv.includes('--help')) return void console.log(HELP);
   const cfg: SuiteConfig = { ...(argv.includes('--smoke') ? SMOKE : FULL) };
   const reps = argv.indexOf('--reps');
