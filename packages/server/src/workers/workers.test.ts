@@ -288,7 +288,10 @@ subsets: ${endpoints}
           (await held()) === Math.min(i + 1, 2) && (i < 2 || (clients[0]?.closed ?? false)),
         `client ${i} to be held`,
         START_MS,
-      );
+      ).catch((err: Error) => {
+        const state = `closed: ${clients.map((k) => k.closed).join(', ')}`;
+        throw new Error(`${err.message} (${state}); the daemon said:\n${proc?.stderr()}`);
+      });
     }
     // Two held in all: the third client made the one worker close the oldest.
     expect(await held()).toBe(2);
