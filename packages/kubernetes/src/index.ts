@@ -43,6 +43,7 @@ export type { ListResult, PagedListOptions } from './list-pager.js';
 export { ApiStatusError, makePagedList } from './list-pager.js';
 export type { ObjectTransform } from './object-transform.js';
 export {
+  endpointSliceTransform,
   LAST_APPLIED_ANNOTATION,
   stripUnreadFields,
   validatingTransform,

@@ -1,12 +1,15 @@
 import {
+  type EndpointSlice,
   type Service,
   ServiceConfig,
   type ServiceHandler,
+  validateEndpointSlice,
   validateService,
 } from '@userspace-proxy/core';
 import { describe, expect, it } from 'vitest';
 import { type ClientNodeInformer, ClientNodeInformerAdapter } from './informer-adapter.js';
 import {
+  endpointSliceTransform,
   LAST_APPLIED_ANNOTATION,
   stripUnreadFields,
   validatingTransform,
@@ -55,7 +58,7 @@ describe('validatingTransform', () => {
 
   it("replaces a valid object by core's validated copy, which core's fan-out delivers as it is", () => {
     const obj = transform(parsed()) as Service;
-    expect(obj.metadata.managedFields).toBeUndefined();
+    expect((obj.metadata as unknown as Record<string, unknown>).managedFields).toBeUndefined();
     expect(obj.spec.ports?.[0]?.protocol).toBe('TCP'); // the validator's defaulting
     expect(validateService(obj, { reuse: true })).toEqual({ ok: true, value: obj });
   });
@@ -90,5 +93,46 @@ describe('validatingTransform', () => {
     expect(adapter.get('ns/a')).toBe(cached);
     expect(seen).toEqual([cached]);
     expect(seen[0]).toBe(cached);
+  });
+});
+
+describe('endpointSliceTransform', () => {
+  const transform = endpointSliceTransform(validateEndpointSlice);
+  const slice = (conditions: unknown[]) => ({
+    metadata: {
+      name: 's',
+      namespace: 'ns',
+      labels: { 'kubernetes.io/service-name': 'a' },
+      managedFields: [{}],
+    },
+    addressType: 'IPv4',
+    endpoints: conditions.map((c, i) => ({
+      addresses: [`10.0.0.${i + 1}`],
+      ...(c === undefined ? {} : { conditions: c }),
+    })),
+    ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
+  });
+
+  it('shares one frozen conditions object per combination, across slices', () => {
+    const up = { ready: true, serving: true, terminating: false };
+    const a = transform(slice([up, { ...up }, { ready: false }, undefined])) as EndpointSlice;
+    const b = transform(slice([{ ...up }])) as EndpointSlice;
+    const [e0, e1, e2, e3] = a.endpoints;
+    expect(e0?.conditions).toEqual(up);
+    expect(e0?.conditions).toBe(e1?.conditions);
+    expect(e0?.conditions).toBe(b.endpoints[0]?.conditions);
+    expect(Object.isFrozen(e0?.conditions)).toBe(true);
+    expect(e2?.conditions).toEqual({ ready: false });
+    expect(e3 && 'conditions' in e3).toBe(false);
+    expect(validateEndpointSlice(a, { reuse: true })).toEqual({ ok: true, value: a });
+  });
+
+  it('leaves conditions it does not know alone, and an invalid slice as parsed', () => {
+    const odd = { ready: true, future: 'x' };
+    const a = transform(slice([odd])) as EndpointSlice;
+    expect(a.endpoints[0]?.conditions).toEqual(odd);
+    expect(Object.isFrozen(a.endpoints[0]?.conditions)).toBe(false);
+    const bad = { ...slice([]), addressType: 'nope' };
+    expect(transform(bad)).toBe(bad);
   });
 });

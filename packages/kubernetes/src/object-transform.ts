@@ -51,3 +51,58 @@ export function validatingTransform<T>(
     return result.ok ? result.value : obj;
   };
 }
+
+const CONDITION_FIELDS = ['ready', 'serving', 'terminating'] as const;
+
+/** One frozen object per combination of endpoint conditions seen (at most 27). */
+const sharedConditions = new Map<string, Readonly<Record<string, boolean>>>();
+
+/**
+ * The shared, frozen equivalent of an endpoint's `conditions`: only for a plain object whose fields
+ * are among ready, serving and terminating, each a boolean; anything else comes back as it is.
+ */
+function shareConditions(conditions: unknown): unknown {
+  if (typeof conditions !== 'object' || conditions === null) return conditions;
+  if (Object.getPrototypeOf(conditions) !== Object.prototype) return conditions;
+  const rec = conditions as Record<string, unknown>;
+  const keys = Object.keys(rec);
+  if (keys.length > CONDITION_FIELDS.length) return conditions;
+  for (const k of keys) {
+    if (!(CONDITION_FIELDS as readonly string[]).includes(k) || typeof rec[k] !== 'boolean') {
+      return conditions;
+    }
+  }
+  const id = CONDITION_FIELDS.map((k) => (k in rec ? String(rec[k]) : '-')).join(',');
+  let shared = sharedConditions.get(id);
+  if (shared === undefined) {
+    const fresh: Record<string, boolean> = {};
+    for (const k of CONDITION_FIELDS) if (k in rec) fresh[k] = rec[k] as boolean;
+    shared = Object.freeze(fresh);
+    sharedConditions.set(id, shared);
+  }
+  return shared;
+}
+
+/**
+ * {@link validatingTransform} for EndpointSlices, plus: the `conditions` of each endpoint in the
+ * validated copy are replaced by one shared, frozen object per combination (nearly every endpoint
+ * of a cluster says `{ ready: true, serving: true, terminating: false }`): about 50 bytes per
+ * endpoint. Handlers must not change what they are given (core's cache mutation detector reports
+ * it); a shared object cannot be changed at all.
+ */
+export function endpointSliceTransform(
+  validate: (obj: unknown) => ValidationResult<{ endpoints?: unknown }>,
+): ObjectTransform {
+  const base = validatingTransform(validate);
+  return (obj) => {
+    const out = base(obj);
+    if (out === obj) return out; // invalid: left as parsed
+    const endpoints = (out as { endpoints?: unknown }).endpoints;
+    if (Array.isArray(endpoints)) {
+      for (const endpoint of endpoints as Record<string, unknown>[]) {
+        if ('conditions' in endpoint) endpoint.conditions = shareConditions(endpoint.conditions);
+      }
+    }
+    return out;
+  };
+}

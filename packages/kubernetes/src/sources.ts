@@ -30,7 +30,11 @@ import {
   type InformerSpec,
 } from './kube-informer.js';
 import { NodeInfo, type NodeLike } from './node-info.js';
-import { stripUnreadFields, validatingTransform } from './object-transform.js';
+import {
+  endpointSliceTransform,
+  stripUnreadFields,
+  validatingTransform,
+} from './object-transform.js';
 import type { KeyedObject } from './object-validation.js';
 import {
   isProxiedEndpoints,
@@ -201,7 +205,7 @@ export async function createKubernetesSources(
           path: '/apis/discovery.k8s.io/v1/endpointslices',
           kind: 'EndpointSlice',
           labelSelector: PROXY_LABEL_SELECTOR,
-          transform: validatingTransform(validateEndpointSlice),
+          transform: endpointSliceTransform(validateEndpointSlice),
         },
         provided.endpointSlices,
         isProxiedEndpoints,
