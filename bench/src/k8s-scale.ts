@@ -6,6 +6,13 @@
  * daemon's memory. Bounded: the run ends with an error after --timeout seconds (default 300).
  *
  *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--built] [--write]
+ *     [--heap-snapshot DIR]
+ *
+ * --heap-snapshot DIR: the daemon writes a V8 heap snapshot into DIR right after the first sync
+ * (`--heapsnapshot-signal`, signalled by its pid), for finding where the memory goes.
+ *
+ * Longer than 400 lines because it is one scenario read top to bottom: the fake cluster, the daemon
+ * process, the measures taken in order, and the table they make.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +35,7 @@ interface Options {
   timeoutS: number;
   built: boolean;
   write: boolean;
+  heapSnapshotDir: string | undefined;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -49,7 +57,17 @@ function parseArgs(argv: string[]): Options {
     timeoutS: num('--timeout', 300),
     built: argv.includes('--built'),
     write: argv.includes('--write'),
+    heapSnapshotDir: heapSnapshotDir(argv),
   };
+}
+
+function heapSnapshotDir(argv: string[]): string | undefined {
+  const i = argv.indexOf('--heap-snapshot');
+  if (i < 0) return undefined;
+  const dir = argv[i + 1];
+  if (dir === undefined || dir.startsWith('--'))
+    throw new Error('--heap-snapshot needs a directory');
+  return dir;
 }
 
 /** Service i listens on 127.100.0.0 + i. */
@@ -188,9 +206,18 @@ metricsBindAddress: ${SERVERS_IP}:10249
 userspaceProxy: { drainTimeout: 0s }
 `,
   );
+  const snapshotFlags = opts.heapSnapshotDir
+    ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${opts.heapSnapshotDir}`]
+    : [];
   const main = opts.built
-    ? [join(ROOT, 'packages/server/dist/main.js')]
-    : ['--conditions=@userspace-proxy/source', '--import', 'tsx', 'packages/server/src/main.ts'];
+    ? [...snapshotFlags, join(ROOT, 'packages/server/dist/main.js')]
+    : [
+        ...snapshotFlags,
+        '--conditions=@userspace-proxy/source',
+        '--import',
+        'tsx',
+        'packages/server/src/main.ts',
+      ];
   const args = [
     ...main,
     '--config',
@@ -244,6 +271,12 @@ userspaceProxy: { drainTimeout: 0s }
     }
     const rss = rssMiB(pid);
     const heapMiB = ((await value('nodejs_heap_size_used_bytes')) ?? 0) / 2 ** 20;
+    if (opts.heapSnapshotDir) {
+      daemon.kill('SIGUSR2');
+      // The daemon answers again once the snapshot (written synchronously) is complete.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await until(async () => (await scrape()) !== undefined, 'the heap snapshot', 500);
+    }
 
     const servicePortMs: number[] = [];
     const newServiceMs: number[] = [];
@@ -362,7 +395,7 @@ function writeDocs(md: string): void {
 async function main(argv: string[]): Promise<void> {
   if (argv.includes('--help')) {
     console.log(
-      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write]',
+      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write] [--heap-snapshot DIR]',
     );
     return;
   }

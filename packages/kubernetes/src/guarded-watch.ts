@@ -1,5 +1,6 @@
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
 import { componentLogger, type Logger } from '@userspace-proxy/core';
+import type { ObjectTransform } from './object-transform.js';
 import { acceptObject } from './object-validation.js';
 import { realTimers, sleep, type Timers } from './timers.js';
 
@@ -20,6 +21,11 @@ export interface GuardedWatchOptions {
   minTimeoutSeconds?: number;
   /** A watch still open this long after its server-side timeout is presumed dead and aborted. Default 60 000. */
   stallGraceMs?: number;
+  /**
+   * Applied to the object of every accepted ADDED, MODIFIED and DELETED event before the informer
+   * sees it: see object-transform.ts. Default none (objects as parsed).
+   */
+  transform?: ObjectTransform;
   timers?: Timers;
   random?: () => number;
   logger?: Logger;
@@ -37,7 +43,8 @@ type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => unknown;
  * through `done` instead of rejecting inside client-node's loop.
  */
 export class GuardedWatch extends Watch {
-  readonly #opts: Required<Omit<GuardedWatchOptions, 'logger' | 'kind'>>;
+  readonly #opts: Required<Omit<GuardedWatchOptions, 'logger' | 'kind' | 'transform'>>;
+  readonly #transform: ObjectTransform | undefined;
   readonly #kind: string;
   readonly #log: Logger;
   readonly #active = new Set<AbortController>();
@@ -47,6 +54,7 @@ export class GuardedWatch extends Watch {
   constructor(config: KubeConfig, opts: GuardedWatchOptions = {}) {
     super(config);
     this.#kind = opts.kind ?? 'object';
+    this.#transform = opts.transform;
     this.#log = componentLogger(opts.logger, `watch:${this.#kind}`);
     this.#opts = {
       minWatchMs: opts.minWatchMs ?? 1_000,
@@ -151,7 +159,7 @@ export class GuardedWatch extends Watch {
       return;
     }
     if (!acceptObject(this.#log, this.#kind, obj)) return;
-    guard(callback(phase, obj, raw), this.#log);
+    guard(callback(phase, this.#transform ? this.#transform(obj) : obj, raw), this.#log);
   }
 }
 

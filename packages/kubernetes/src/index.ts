@@ -41,6 +41,13 @@ export type {
 export { createGuardedInformer, createKubeInformer } from './kube-informer.js';
 export type { ListResult, PagedListOptions } from './list-pager.js';
 export { ApiStatusError, makePagedList } from './list-pager.js';
+export type { ObjectTransform } from './object-transform.js';
+export {
+  endpointSliceTransform,
+  LAST_APPLIED_ANNOTATION,
+  stripUnreadFields,
+  validatingTransform,
+} from './object-transform.js';
 export type { NodeLike } from './node-info.js';
 export { isNodeEligible, NodeInfo, nodeIPsOf, TO_BE_DELETED_TAINT } from './node-info.js';
 export type { KeyedObject } from './object-validation.js';

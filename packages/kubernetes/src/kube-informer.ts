@@ -7,6 +7,7 @@ import {
   type InformerAdapterOptions,
 } from './informer-adapter.js';
 import { makePagedList, type PagedListOptions } from './list-pager.js';
+import type { ObjectTransform } from './object-transform.js';
 import type { KeyedObject } from './object-validation.js';
 
 /** What to list and watch. */
@@ -17,14 +18,23 @@ export interface InformerSpec {
   kind: string;
   labelSelector?: string;
   fieldSelector?: string;
+  /**
+   * Applied to every listed and watched object before it is cached and handed out (see
+   * object-transform.ts: the package's own sources strip unread fields and cache core's validated
+   * copy). Default none: objects as parsed.
+   */
+  transform?: ObjectTransform;
 }
 
 /** Options of {@link createGuardedInformer}. */
 export interface GuardedInformerOptions {
   /** Paging and limits of the list. */
-  list?: Omit<PagedListOptions, 'kind' | 'labelSelector' | 'fieldSelector' | 'logger'>;
+  list?: Omit<
+    PagedListOptions,
+    'kind' | 'labelSelector' | 'fieldSelector' | 'logger' | 'transform'
+  >;
   /** Guards of the watch. */
-  watch?: Omit<GuardedWatchOptions, 'kind' | 'logger'>;
+  watch?: Omit<GuardedWatchOptions, 'kind' | 'logger' | 'transform'>;
   logger?: Logger;
   /** Called after each successful list has been delivered to the informer's callbacks. */
   onListed?: () => void;
@@ -48,12 +58,14 @@ export function createGuardedInformer<T extends KeyedObject>(
   opts: GuardedInformerOptions = {},
 ): GuardedInformer<T> {
   const logger = componentLogger(opts.logger, `informer:${spec.kind}`);
-  const watch = new GuardedWatch(kc, { ...opts.watch, kind: spec.kind, logger });
+  const transform = spec.transform ? { transform: spec.transform } : {};
+  const watch = new GuardedWatch(kc, { ...opts.watch, kind: spec.kind, logger, ...transform });
   const list = makePagedList<T>(kc, spec.path, {
     ...opts.list,
     kind: spec.kind,
     ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
     ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
+    ...transform,
     logger,
   });
   const onListed = opts.onListed;

@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '@userspace-proxy/core';
+import type { ObjectTransform } from './object-transform.js';
 import { acceptObject, type KeyedObject } from './object-validation.js';
 
 /** Options of {@link makePagedList}; every one has a default. */
@@ -16,6 +17,11 @@ export interface PagedListOptions {
   maxPageBytes?: number;
   /** One page request may take this long. Default 60 000. */
   requestTimeoutMs?: number;
+  /**
+   * Applied to every accepted item before it is returned (and cached): see object-transform.ts.
+   * Default none (items as parsed).
+   */
+  transform?: ObjectTransform;
   logger: Logger;
 }
 
@@ -48,6 +54,7 @@ export function makePagedList<T extends KeyedObject>(
   opts: PagedListOptions,
 ): () => Promise<ListResult<T>> {
   const pageSize = opts.pageSize ?? 500;
+  const transform = opts.transform ?? ((item: unknown) => item);
   return async () => {
     const items: T[] = [];
     let resourceVersion = '';
@@ -79,7 +86,8 @@ export function makePagedList<T extends KeyedObject>(
       };
       if (!Array.isArray(list.items)) throw new Error(`list of ${path} has no items array`);
       for (const item of list.items) {
-        if (acceptObject(opts.logger, opts.kind ?? 'object', item)) items.push(item as T);
+        if (acceptObject(opts.logger, opts.kind ?? 'object', item))
+          items.push(transform(item) as T);
       }
       const rv = list.metadata?.resourceVersion;
       if (typeof rv === 'string' && rv !== '') resourceVersion = rv;

@@ -8,6 +8,9 @@ import {
   type Logger,
   type Service,
   type SharedInformer,
+  validateEndpointSlice,
+  validateEndpoints,
+  validateService,
 } from '@userspace-proxy/core';
 import type { BackoffOptions } from './backoff.js';
 import {
@@ -27,6 +30,11 @@ import {
   type InformerSpec,
 } from './kube-informer.js';
 import { NodeInfo, type NodeLike } from './node-info.js';
+import {
+  endpointSliceTransform,
+  stripUnreadFields,
+  validatingTransform,
+} from './object-transform.js';
 import type { KeyedObject } from './object-validation.js';
 import {
   isProxiedEndpoints,
@@ -185,6 +193,7 @@ export async function createKubernetesSources(
       kind: 'Service',
       labelSelector: PROXY_LABEL_SELECTOR,
       fieldSelector: SERVICE_FIELD_SELECTOR,
+      transform: validatingTransform(validateService),
     },
     provided.services,
     isProxiedService,
@@ -196,6 +205,7 @@ export async function createKubernetesSources(
           path: '/apis/discovery.k8s.io/v1/endpointslices',
           kind: 'EndpointSlice',
           labelSelector: PROXY_LABEL_SELECTOR,
+          transform: endpointSliceTransform(validateEndpointSlice),
         },
         provided.endpointSlices,
         isProxiedEndpoints,
@@ -204,12 +214,22 @@ export async function createKubernetesSources(
   const endpoints = useSlices
     ? undefined
     : source<Endpoints>(
-        { path: '/api/v1/endpoints', kind: 'Endpoints', labelSelector: PROXY_LABEL_SELECTOR },
+        {
+          path: '/api/v1/endpoints',
+          kind: 'Endpoints',
+          labelSelector: PROXY_LABEL_SELECTOR,
+          transform: validatingTransform(validateEndpoints),
+        },
         provided.endpoints,
         isProxiedEndpoints,
       );
   const nodeInformer = source<NodeLike>(
-    { path: '/api/v1/nodes', kind: 'Node', fieldSelector: nodeFieldSelector(nodeName) },
+    {
+      path: '/api/v1/nodes',
+      kind: 'Node',
+      fieldSelector: nodeFieldSelector(nodeName),
+      transform: stripUnreadFields,
+    },
     provided.node,
     (n) => n.metadata.name === nodeName,
   );

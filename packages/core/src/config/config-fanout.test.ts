@@ -4,6 +4,7 @@ import { CHANNELS, type ObjectRejectedMessage } from '../diagnostics.js';
 import { CacheMutationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Service } from '../model/model.js';
+import { validateService } from '../model/validation.js';
 import type { ServiceHandler } from './handlers.js';
 import type { InformerEventHandler, SharedInformer } from './informer.js';
 import { StaticInformer } from './informer-static.js';
@@ -120,6 +121,22 @@ describe('ConfigFanout events', () => {
     expect(log).toEqual(['A add default/a:80']);
     expect(h.objects[0]).not.toBe(raw);
     expect(raw.metadata.namespace).toBeUndefined();
+  });
+
+  it('delivers an object a validator already returned as it is: one copy per key, not two', () => {
+    const informer = new FakeInformer();
+    const config = new ServiceConfig(informer, { detectMutations: true });
+    const h = recorder('A', []);
+    config.registerEventHandler(h);
+    const result = validateService(svc('a'));
+    if (!result.ok) throw result.error;
+    informer.add(result.value);
+    expect(h.objects[0]).toBe(result.value);
+    // A resync hands the same object again: old and new are that one object.
+    informer.update(result.value, result.value);
+    expect(h.objects[1]).toBe(result.value);
+    expect(h.objects[2]).toBe(result.value);
+    expect(config.size).toBe(1);
   });
 
   it('passes the object handlers last saw as the old one, by identity', () => {
@@ -476,6 +493,28 @@ describe('ConfigFanout mutation detection', () => {
     expect(
       logger.lines.some((l) => l.startsWith('error: a handler mutated the cached Service ns/a')),
     ).toBe(true);
+  });
+
+  it('keeps watching a reused object delivered again by a resync', () => {
+    const found: CacheMutationError[] = [];
+    const informer = new FakeInformer();
+    const config = new ServiceConfig(informer, {
+      detectMutations: true,
+      onMutation: (e) => found.push(e),
+    });
+    let kept: Service | undefined;
+    config.registerEventHandler(
+      mutator((s) => {
+        kept = s;
+      }),
+    );
+    const result = validateService(svc('a'));
+    if (!result.ok) throw result.error;
+    informer.add(result.value);
+    informer.update(result.value, result.value);
+    if (kept) kept.spec.clusterIP = '10.9.9.9';
+    informer.update(result.value, result.value);
+    expect(found.map((e) => e.path)).toEqual(['spec.clusterIP']);
   });
 
   it('is off by default and on with KUBE_CACHE_MUTATION_DETECTOR=true', () => {

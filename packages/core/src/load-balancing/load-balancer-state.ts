@@ -18,6 +18,9 @@ interface AffinityRecord {
 
 const EMPTY: readonly string[] = Object.freeze([]);
 
+/** The affinity table of every state without records: always empty, never written to. */
+const NO_RECORDS = new Map<string, AffinityRecord>();
+
 /** Everything the balancer knows about one Service port. */
 export class BalancerState {
   /** A frozen, shuffled copy: replaced on change, never mutated, so it can be handed out. */
@@ -30,8 +33,12 @@ export class BalancerState {
   affinityType: AffinityType;
   /** How long a client keeps its endpoint after its last use, in whole seconds. */
   ttlSeconds: number;
-  /** Client IP → record; insertion order is the order of last assignment (eviction order). */
-  readonly affinity = new Map<string, AffinityRecord>();
+  /**
+   * Client IP → record; insertion order is the order of last assignment (eviction order). Until the
+   * first record, the one shared empty Map (never written to): a Map costs about 300 bytes, and most
+   * Services have no affinity (10 000 Services: 3 MB).
+   */
+  affinity: Map<string, AffinityRecord> = NO_RECORDS;
   /** Set by newService; a state only endpoints created is dropped once they are gone. */
   registered = false;
   /** False once removed from the balancer, so cached references to it are looked up again. */
@@ -129,6 +136,7 @@ export class BalancerState {
       this.affinity.delete(ip);
       this.affinity.set(ip, record);
     } else {
+      if (this.affinity === NO_RECORDS) this.affinity = new Map();
       if (this.affinity.size >= maxRecords) {
         const oldest = this.affinity.keys().next();
         if (!oldest.done) this.affinity.delete(oldest.value);
@@ -143,7 +151,7 @@ export class BalancerState {
   setAffinityType(affinityType: AffinityType): void {
     this.affinityType = affinityType;
     this.sticky = affinityType === 'ClientIP';
-    if (!this.sticky) this.affinity.clear();
+    if (!this.sticky) this.affinity = NO_RECORDS;
   }
 
   /**
@@ -169,7 +177,7 @@ export class BalancerState {
   clearEndpoints(): void {
     this.endpoints = EMPTY;
     this.index = 0;
-    this.affinity.clear();
+    this.affinity = NO_RECORDS;
     this.outliers = undefined;
     this.failed = undefined;
   }

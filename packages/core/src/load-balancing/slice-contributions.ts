@@ -1,8 +1,7 @@
 import { isIP } from 'node:net';
 import type { Logger } from '../logger.js';
 import type { EndpointPort, EndpointSlice, Endpoints, Protocol } from '../model/model.js';
-import { joinHostPort } from '../model/service-port-name.js';
-import { isValidPort } from './endpoints-map.js';
+import { endpointString, isValidPort } from './endpoints-map.js';
 
 /**
  * The merge rules of EndpointSliceMerger, as pure functions: what one slice contributes (parsed once,
@@ -141,7 +140,7 @@ export function listsOf(view: CanonicalView): Map<string, string[]> {
   for (const { name, ports } of view) {
     lists.set(
       name,
-      ports.flatMap(({ port, ips }) => ips.map((ip) => joinHostPort(ip, port))),
+      ports.flatMap(({ port, ips }) => ips.map((ip) => endpointString(ip, port))),
     );
   }
   return lists;
