@@ -5,17 +5,7 @@
  * same seed gives the same inputs, so a crash found once can be found again.
  */
 
-/** mulberry32: small, fast and good enough to pick mutations. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../../../packages/core/src/test-support/prng.js';
 
 /** A generator of fuzzed inputs. */
 export class Fuzzer {
@@ -24,7 +14,8 @@ export class Fuzzer {
 
   /** `net` is a `127.A.B.` prefix: the addresses valid objects use (the live daemon can listen). */
   constructor(seed: number, net = '127.99.99.') {
-    this.#r = rng(seed);
+    // The seeded PRNG that picks mutations: core's mulberry32 (its test-support, by path).
+    this.#r = mulberry32(seed);
     this.#net = net;
   }
 

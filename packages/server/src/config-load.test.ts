@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseCommandLine } from './cli.js';
 import { decodeConfiguration, resolveConfiguration } from './config-load.js';
 import { defaultConfiguration } from './config-schema.js';
@@ -23,6 +23,21 @@ async function resolveWith(argv: string[], file?: string) {
 }
 
 describe('decodeConfiguration', () => {
+  it("warns through its result, not the YAML library's stderr, of a key that is a map", () => {
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    try {
+      const text =
+        'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n{a: 1}: 2\n';
+      const result = decodeConfiguration(text);
+      expect(emit).not.toHaveBeenCalled();
+      expect(result.warnings[0]).toContain(
+        'the configuration: a key that is a map or a list (line 3) is used as its YAML text',
+      );
+    } finally {
+      emit.mockRestore();
+    }
+  });
+
   it('decodes YAML with Go durations, and applies kube-proxy defaults', () => {
     const r = decodeConfiguration(`${HEADER}iptables:\n  syncPeriod: 1m\nudpIdleTimeout: 5s\n`);
     expect(r.errors).toEqual([]);

@@ -12,6 +12,7 @@ import {
   mergeInput,
 } from './config-schema.js';
 import { validateConfiguration } from './config-validate.js';
+import { collectionKeyWarnings, YAML_PARSE_OPTIONS } from './manifest-parse.js';
 
 /**
  * Reading a KubeProxyConfiguration file and combining it with flags, with kube-proxy's precedence:
@@ -79,7 +80,7 @@ function deleteAt(obj: unknown, path: readonly PropertyKey[]): void {
 /** Decodes one YAML or JSON KubeProxyConfiguration document. */
 export function decodeConfiguration(text: string): DecodeResult {
   const warnings: string[] = [];
-  const docs = parseAllDocuments(text);
+  const docs = parseAllDocuments(text, YAML_PARSE_OPTIONS);
   const list = Array.isArray(docs) ? docs : [docs];
   const syntax = list.flatMap((doc) =>
     doc.errors.map((e) => e.message.split('\n')[0] ?? e.message),
@@ -91,7 +92,9 @@ export function decodeConfiguration(text: string): DecodeResult {
     const detail = `the file holds ${list.length} YAML documents; exactly one KubeProxyConfiguration is expected`;
     return { input: undefined, warnings, errors: [`failed to decode: ${detail}`] };
   }
-  const raw: unknown = list[0]?.toJS();
+  const doc = list[0];
+  if (doc !== undefined) warnings.push(...collectionKeyWarnings(doc, text, 'the configuration'));
+  const raw: unknown = doc?.toJS();
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     const got = raw === null ? 'null' : Array.isArray(raw) ? 'a list' : typeof raw;
     return {

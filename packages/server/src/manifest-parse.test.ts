@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { MAX_MANIFEST_BYTES, MAX_MANIFEST_ERRORS, parseManifest } from './manifest-parse.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 
@@ -9,6 +9,20 @@ const svc = serviceWithSlice({
 });
 
 describe('parseManifest', () => {
+  it("reports a key that is a map or a list as its own warning, not through the YAML library's stderr warning", () => {
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    try {
+      const text = 'apiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  ? [x, y]\n  : 1\n';
+      const result = parseManifest(text);
+      expect(emit).not.toHaveBeenCalled();
+      expect(result.warnings.join('\n')).toContain(
+        'document 1: a key that is a map or a list (line 5) is used as its YAML text',
+      );
+    } finally {
+      emit.mockRestore();
+    }
+  });
+
   it('reads Services and EndpointSlices from YAML documents, defaulting namespaces', () => {
     const r = parseManifest(
       `${svc}---\napiVersion: v1\nkind: Service\nmetadata: { name: other }\nspec:\n  clusterIP: 127.1.70.3\n  ports: [{ port: 53, protocol: UDP }]\n`,

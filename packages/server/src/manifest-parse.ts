@@ -7,7 +7,7 @@ import {
   validateEndpoints,
   validateService,
 } from '@userspace-proxy/core';
-import { parseAllDocuments } from 'yaml';
+import { type Document, isCollection, parseAllDocuments, visit } from 'yaml';
 import { LOG_MESSAGE_MAX_CHARS, logSafe, quoteForLog } from './log-safe.js';
 import { findExcessiveNesting } from './manifest-depth.js';
 
@@ -55,6 +55,46 @@ function yamlError(message: string): string {
   return logSafe(message.split('\n')[0] ?? message, LOG_MESSAGE_MAX_CHARS);
 }
 
+/**
+ * Options of every YAML parse of ours. The library's own warnings are off: it sends them through
+ * `process.emitWarning`, so they reach stderr as plain text outside our logger (even with
+ * `--logging-format json`), once per parse, uncounted and uncapped. The one it gives for files we
+ * read, a key that is a map or a list, is reported by {@link collectionKeyWarnings} instead.
+ */
+export const YAML_PARSE_OPTIONS = { logLevel: 'error' } as const;
+
+/** At most this many collection keys are named per document; the rest are counted. */
+const MAX_COLLECTION_KEY_WARNINGS = 5;
+
+/**
+ * Our own warnings for the keys of `doc` that are a map or a list (`? [a, b]: 1`, `{a: 1}: 2`):
+ * JavaScript objects have string keys, so such a key is turned into its YAML text. No field of
+ * ours has such a key, so the entry is either ignored or rejected later; this says why.
+ */
+export function collectionKeyWarnings(doc: Document, text: string, where: string): string[] {
+  const lines: number[] = [];
+  visit(doc, {
+    Pair(_, pair) {
+      if (isCollection(pair.key)) {
+        const offset = pair.key.range?.[0] ?? 0;
+        let line = 1;
+        for (let i = text.indexOf('\n'); i !== -1 && i < offset; i = text.indexOf('\n', i + 1))
+          line++;
+        lines.push(line);
+      }
+    },
+  });
+  if (lines.length === 0) return [];
+  const shown = lines.slice(0, MAX_COLLECTION_KEY_WARNINGS).join(', ');
+  const more =
+    lines.length > MAX_COLLECTION_KEY_WARNINGS
+      ? ` and ${lines.length - MAX_COLLECTION_KEY_WARNINGS} more`
+      : '';
+  return [
+    `${where}: a key that is a map or a list (line ${shown}${more}) is used as its YAML text (JavaScript object keys are strings)`,
+  ];
+}
+
 const API_VERSIONS: Readonly<Record<string, string>> = {
   Service: 'v1',
   Endpoints: 'v1',
@@ -77,7 +117,7 @@ export function parseManifest(text: string): ManifestParseResult {
   }
   let docs: ReturnType<typeof parseAllDocuments>;
   try {
-    docs = parseAllDocuments(text);
+    docs = parseAllDocuments(text, YAML_PARSE_OPTIONS);
   } catch (err) {
     return {
       ok: false,
@@ -91,6 +131,7 @@ export function parseManifest(text: string): ManifestParseResult {
     const where = `document ${i + 1}`;
     for (const e of doc.errors) items.push({ where, error: yamlError(e.message) });
     if (doc.errors.length > 0) return;
+    warnings.push(...collectionKeyWarnings(doc, text, where));
     let value: unknown;
     try {
       value = doc.toJS({ maxAliasCount: 100 });

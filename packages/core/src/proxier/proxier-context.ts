@@ -70,6 +70,12 @@ export class ProxierContext {
   readonly #controllers = new Map<ServiceInfoImpl, AbortController>();
   /** Sockets that are open, or closed but still carrying connections: what a drain waits for. */
   readonly #live = new Set<ProxySocket>();
+  /**
+   * Set by {@link stopAccepting}: every socket is being closed for a graceful stop, so a proxy loop
+   * that ends now ends as expected, not "while serving" (the ServiceInfos stay alive meanwhile, as
+   * their established connections still drain).
+   */
+  #stopping = false;
 
   constructor(init: ProxierContextInit) {
     this.log = init.log;
@@ -157,7 +163,8 @@ export class ProxierContext {
     const loop = (async () => socket.proxyLoop(info))();
     loop.then(
       () => {
-        if (info.isAlive()) this.log.warn(`the proxy loop of ${spec.key} ended while serving`);
+        if (info.isAlive() && !this.#stopping)
+          this.log.warn(`the proxy loop of ${spec.key} ended while serving`);
       },
       (error: unknown) => this.log.error(`the proxy loop of ${spec.key} failed`, error),
     );
@@ -187,6 +194,7 @@ export class ProxierContext {
    * stay the modes' to release (`shutdown`).
    */
   async stopAccepting(): Promise<number> {
+    this.#stopping = true;
     const sockets = [...this.#live];
     await Promise.all(
       sockets.map((socket) =>

@@ -12,6 +12,7 @@ import {
   useBackends,
   useProxierHarness,
 } from '../test-support/proxier-harness.js';
+import { type SpyLogger, spyLogger } from '../test-support/spy-logger.js';
 import { waitFor } from '../test-support/wait-for.js';
 
 const start = useProxierHarness();
@@ -86,10 +87,14 @@ describe('Proxier.mode and Proxier.drain', () => {
     expect(h.proxier.mode).toBe('service-port-portal');
   });
 
-  async function proxied(name: string) {
+  async function proxied(name: string, logger?: SpyLogger) {
     const ip = loopbackServiceIP();
     const backend = await backends.tcp();
-    const h = await start({ nodePortAddresses: [], makeProxySocket: createProxySocketFactory() });
+    const h = await start({
+      nodePortAddresses: [],
+      makeProxySocket: createProxySocketFactory(),
+      ...(logger ? { logger } : {}),
+    });
     const svc = service(name, {
       clusterIP: ip,
       ports: [{ name: 'p', port: 8080, protocol: 'TCP' }],
@@ -122,6 +127,18 @@ describe('Proxier.mode and Proxier.drain', () => {
     await readToEnd(c);
     expect(await drained).toEqual({ remaining: 0, timedOut: false });
     expect(await h.proxier.drain(1)).toEqual({ remaining: 0, timedOut: false });
+  });
+
+  it('does not warn that a proxy loop ended while serving when a graceful stop closed it', async () => {
+    const logger = spyLogger();
+    const { h, c } = await proxied('w', logger);
+    c.destroy();
+    expect(await h.proxier.drain(5_000)).toMatchObject({ timedOut: false });
+    await h.proxier.shutdown();
+    // The loops end once their sockets close; let their settlement run before looking.
+    await new Promise((resolve) => setImmediate(resolve));
+    const warned = logger.warn.mock.calls.map((args) => String(args[0]));
+    expect(warned.filter((m) => m.includes('ended while serving'))).toEqual([]);
   });
 
   it('resets the connections still open at the deadline, so a cut stream does not look complete', async () => {

@@ -5,6 +5,7 @@ import { CHANNELS, type DialErrorMessage } from '../diagnostics.js';
 import { EndpointDialError, MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
 import { startTcpServer, type TcpTestServer } from '../test-support/echo-servers.js';
 import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
+import { waitFor } from '../test-support/wait-for.js';
 import { DialTimeoutError, tryConnectEndpoints } from './dial-endpoints.js';
 
 const svc = { namespace: 'ns', name: 'web', port: 'http' };
@@ -124,6 +125,41 @@ describe('tryConnectEndpoints', () => {
     expect(blackholed[0]?.destroyed).toBe(true);
     expect(dialErrors.messages[0]?.error).toBeInstanceOf(DialTimeoutError);
     socket.destroy();
+  });
+
+  it('resets an attempt that timed out after the kernel connected it, so its endpoint is not left half-closed', async () => {
+    // An endpoint that waits for its client's FIN and never closes first (the soak suite's backend).
+    const ends: string[] = [];
+    const accepted: net.Socket[] = [];
+    const server = net.createServer({ allowHalfOpen: true }, (s) => {
+      accepted.push(s);
+      s.resume();
+      s.on('error', (e: NodeJS.ErrnoException) => ends.push(e.code ?? 'error'));
+      s.on('end', () => ends.push('FIN'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.1.2.3', resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    try {
+      const lb = new FakeLoadBalancer({ 'ns/web:http': [`127.1.2.3:${port}`] });
+      const dialing = tryConnectEndpoints(svc, src, 'TCP', lb, { timeoutsMs: [5, 5000] });
+      // Node connects to an IP on the next tick; then the loop is busy for longer than the first
+      // attempt's timeout, so that timer runs before the 'connect' of the handshake the kernel did.
+      await new Promise((resolve) => process.nextTick(resolve));
+      const until = performance.now() + 60;
+      while (performance.now() < until) {
+        // busy, like a daemon relaying thousands of connections
+      }
+      const socket = await dialing;
+      expect(lb.calls).toHaveLength(2);
+      expect(dialErrors.messages[0]?.error).toBeInstanceOf(DialTimeoutError);
+      // The given-up attempt reached the endpoint: it must learn with an RST that it is gone.
+      await waitFor(() => ends.length > 0 || undefined);
+      expect(ends).toEqual(['ECONNRESET']);
+      socket.destroy();
+    } finally {
+      for (const s of accepted) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('does not retry when this host is out of descriptors (EMFILE)', async () => {

@@ -1,19 +1,11 @@
 /**
  * Seeded randomness for fuzz and loss tests, so a run replays from its printed seed. (core's own
- * seeded source is not on its public surface, and this package uses that surface only.)
+ * seeded source is not on its public surface; like the rest of core's test-support, it is
+ * imported by path, for tests only.)
  */
 
-/** mulberry32: a small, fast, seeded PRNG, uniform in [0, 1). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small, fast, seeded PRNG, uniform in [0, 1): core's mulberry32, through its test-support. */
+export { mulberry32 as prng } from '../../../core/src/test-support/prng.js';
 
 /** A seed from the environment variable `name`, or a fresh random one. */
 export function seedFrom(name: string): number {
