@@ -94,7 +94,9 @@ const npmCommon: Record<string, Expectation> = {
   'loss-1': flaky('stalls in some runs (findings: 1 of 3)'),
   'loss-5': flaky('messages lost in some runs (70 % delivered), all in others'),
   'unordered-mix': fail('an unordered message stalls the delivery of later messages'),
-  chaos: fail('messages lost under reordering and duplication'),
+  chaos: flaky(
+    'messages lost under reordering and duplication in most runs, all delivered in some',
+  ),
   'dead-path': fail('never reports the dead path within 10 s'),
   'connect-nothing': fail('INIT every 3 s without back-off, then nothing: connect never fails'),
   'usrsctp-client': fail(
