@@ -56,7 +56,8 @@ export type { CreateLoggerOptions, Logger } from './logger.js';
 export { componentLogger, createLogger, noopLogger } from './logger.js';
 
 // --- informers and config fan-out ---
-export type { ConfigOptions } from './config/config-fanout.js';
+export type { IntervalTimers } from './config/cache-mutation-detector.js';
+export type { ConfigOptions, TimeoutTimers } from './config/config-fanout.js';
 export { EndpointSliceConfig } from './config/endpoint-slice-config.js';
 export { EndpointsConfig } from './config/endpoints-config.js';
 export type {
@@ -76,18 +77,23 @@ export { ServiceConfig } from './config/service-config.js';
 // --- load balancing ---
 export type { AffinityType, LoadBalancer } from './load-balancing/load-balancer.js';
 export type { RoundRobinLoadBalancerOptions } from './load-balancing/load-balancer-round-robin.js';
+export type { OutlierEjectionOptions } from './load-balancing/outlier-ejection.js';
+export type { RandomSource } from './load-balancing/random.js';
 export { RoundRobinLoadBalancer } from './load-balancing/load-balancer-round-robin.js';
 
 // --- the Proxier ---
 export type { Proxier, ProxierOptions, ProxyMode } from './proxier/proxier.js';
 export type { DrainResult } from './proxier/proxier-context.js';
 export { PROXIER_EVENT_REASONS } from './proxier/proxier-context.js';
+export type { ProxierEnvironment } from './proxier/proxier-factory.js';
 export {
   DEFAULT_PROXIER_OPTIONS,
   newCustomProxier,
   newProxier,
 } from './proxier/proxier-factory.js';
+export type { NetworkInterfacesFn } from './proxier/node-port-addresses.js';
 export { detectPrimaryIPs, parseCidr } from './proxier/node-port-addresses.js';
+export type { PortRange } from './ports/port-range.js';
 export { parsePortRange } from './ports/port-range.js';
 
 // --- proxy sockets: the extension point ---
@@ -117,7 +123,11 @@ export { NoopAddressManager } from './hooks/address-manager-noop.js';
 export type { ConntrackCleaner } from './hooks/conntrack.js';
 export { NoopConntrackCleaner } from './hooks/conntrack-noop.js';
 export type { EventRecorder, EventType } from './hooks/event-recorder.js';
-export type { RecordedEvent } from './hooks/event-recorder-emitter.js';
+export type {
+  EmitterEventRecorderEvents,
+  EmitterEventRecorderOptions,
+  RecordedEvent,
+} from './hooks/event-recorder-emitter.js';
 export { EmitterEventRecorder } from './hooks/event-recorder-emitter.js';
 export type { Portal, PortalKind, PortalManager } from './hooks/portal-manager.js';
 export { NoopPortalManager } from './hooks/portal-manager-noop.js';

@@ -129,7 +129,10 @@ export class Idler {
     };
   };
 
-  /** The UDP gate of a Service port, made on first use; used by the idling UDP socket. */
+  /**
+   * The UDP gate of a Service port, made on first use; used by the idling UDP socket.
+   * @internal the idler's own UDP socket calls it; not part of the contract.
+   */
   udpGate(context: ProxySocketContext): UdpGate {
     const key = `${servicePortNameString(context.servicePort)}/UDP`;
     let gate = this.#gates.get(key);

@@ -26,6 +26,8 @@ export type { IdlingProxySocketFactoryOptions } from './idling-socket-factory.js
 export { createIdlingProxySocketFactory } from './idling-socket-factory.js';
 export { IdlingUdpProxySocket } from './idling-udp-socket.js';
 export { NEED_PODS_REASON, needPodsMessage } from './need-pods.js';
-export type { IdlerOptions } from './options.js';
+export type { IdlerCounters } from './hold-queue.js';
+export type { NeedPodsSignaller } from './need-pods.js';
+export type { IdlerOptions, ResolvedIdlerOptions } from './options.js';
 export { DEFAULT_IDLER_OPTIONS } from './options.js';
 export type { NeedPodsRequest, UnidleHook } from './unidle-hook.js';

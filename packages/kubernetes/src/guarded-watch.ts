@@ -31,7 +31,11 @@ export interface GuardedWatchOptions {
   logger?: Logger;
 }
 
-type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => unknown;
+/**
+ * What a watch calls per event, in client-node's `Watch.watch` shape (the phase, the object, the raw
+ * event), so GuardedWatch can stand in where client-node's informer expects a Watch.
+ */
+export type WatchCallback = (phase: string, apiObj: unknown, watchObj?: unknown) => unknown;
 
 /**
  * client-node's `Watch` with the guards a long-running proxy needs. client-node re-watches at once,
@@ -82,7 +86,7 @@ export class GuardedWatch extends Watch {
   override async watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
-    callback: Callback,
+    callback: WatchCallback,
     done: (err: unknown) => void,
   ): Promise<AbortController> {
     const { timers } = this.#opts;
@@ -141,7 +145,7 @@ export class GuardedWatch extends Watch {
     return controller;
   }
 
-  #deliver(callback: Callback, phase: string, obj: unknown, raw: unknown): void {
+  #deliver(callback: WatchCallback, phase: string, obj: unknown, raw: unknown): void {
     if (phase === 'ERROR') {
       // A Status object; client-node reads `code` (410 means "relist"). Anything else is harmless.
       const status = typeof obj === 'object' && obj !== null ? obj : {};

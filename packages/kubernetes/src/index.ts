@@ -22,7 +22,7 @@ export { KubernetesEventRecorder } from './event-recorder-kubernetes.js';
 export type { EventSink } from './event-sink.js';
 export { clientNodeEventSink } from './event-sink.js';
 export { FilteringInformer } from './filtering-informer.js';
-export type { GuardedWatchOptions } from './guarded-watch.js';
+export type { GuardedWatchOptions, WatchCallback } from './guarded-watch.js';
 export { GuardedWatch } from './guarded-watch.js';
 export type { ClientNodeInformer, InformerAdapterOptions } from './informer-adapter.js';
 export {
@@ -61,6 +61,7 @@ export {
   SERVICE_FIELD_SELECTOR,
   SERVICE_PROXY_NAME_LABEL,
 } from './selectors.js';
+export type { Labelled } from './selectors.js';
 export type {
   KubernetesSources,
   KubernetesSourcesOptions,

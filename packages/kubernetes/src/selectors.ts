@@ -25,7 +25,8 @@ export function nodeFieldSelector(nodeName: string): string {
   return `metadata.name=${nodeName}`;
 }
 
-interface Labelled {
+/** The one part of an object the label predicates read; any Service or Endpoints-like object fits. */
+export interface Labelled {
   metadata?: { labels?: Record<string, string> | undefined } | undefined;
 }
 

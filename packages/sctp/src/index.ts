@@ -12,6 +12,7 @@ export type {
   SctpOutboundMessage,
 } from './association-types.js';
 export { crc32c, sctpChecksum, verifySctpChecksum } from './crc32c.js';
+export type { SctpEndpointCounters } from './endpoint.js';
 export {
   DEFAULT_ENCAPSULATION_PORT,
   type SctpAssociation,
@@ -36,7 +37,11 @@ export {
   SctpNotWritableError,
   SctpSendBufferFullError,
 } from './errors.js';
-export { resolveAssociationOptions, type SctpAssociationOptions } from './options.js';
+export {
+  type ResolvedAssociationOptions,
+  resolveAssociationOptions,
+  type SctpAssociationOptions,
+} from './options.js';
 export {
   createSctpProxySocketFactory,
   type SctpProxySocketCounters,
@@ -45,6 +50,7 @@ export {
   type WithSctpOptions,
   withSctp,
 } from './proxy-socket-sctp.js';
+export type { InboundMessage } from './reassembly.js';
 export {
   relayAssociations,
   type SctpRelay,

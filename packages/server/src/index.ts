@@ -37,9 +37,11 @@ export {
   PROXY_MODES,
 } from './config-schema.js';
 export { validateConfiguration, validateHostPort } from './config-validate.js';
+export type { ConfigurationWriteOptions } from './config-write.js';
 export { configurationYaml, toExternalConfiguration } from './config-write.js';
 export { configzBody, toInternalConfiguration } from './configz.js';
 export type { DaemonOptions } from './daemon.js';
+export type { DaemonServersOptions } from './daemon-servers.js';
 export { Daemon, loggingRecorder } from './daemon.js';
 export { DurationParseError, formatDuration, parseDuration } from './duration.js';
 export type { FieldErrorType, RenderedValue } from './field-error.js';
@@ -50,6 +52,8 @@ export type { HealthResponseObserver, HealthServerOptions } from './health-serve
 export { createHealthServer, healthHandler } from './health-server.js';
 export type { Clock, HealthStatus, ProxierHealthOptions } from './healthz-state.js';
 export { goTimeString, healthBody, ProxierHealth, systemClock } from './healthz-state.js';
+export type { DescriptorBudget } from './fd-budget.js';
+export type { HttpLimits, HttpRefusal } from './http-guard.js';
 export type { RetryingListenerOptions } from './http-listen.js';
 export { LISTEN_RETRY_MS, RetryingListener } from './http-listen.js';
 export {
@@ -79,7 +83,8 @@ export {
 } from './manifest-parser-worker.js';
 export type { ProxyMetricsOptions } from './metrics.js';
 export { LAST_CHANGE_TRIGGER_TIME, ProxyMetrics } from './metrics.js';
-export type { MetricsServerOptions } from './metrics-server.js';
+export type { MetricCatalog, ServiceLabel } from './metrics-catalog.js';
+export type { MetricsServerOptions, MetricsSource } from './metrics-server.js';
 export { createMetricsServer, metricsHandler } from './metrics-server.js';
 export type { NodeIPsOptions, WatchNodeIPsOptions } from './node-ips.js';
 export { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
@@ -93,6 +98,12 @@ export {
 export type { CommandIO } from './run.js';
 export { processIO, runCommand } from './run.js';
 export type { ManifestSourceOptions, ReloadOutcome } from './source-manifest.js';
+export type {
+  StatusModel,
+  StatusPortal,
+  StatusServicePort,
+  StatusWorker,
+} from './status-model.js';
 export { createManifestSource, ManifestError, ManifestSource } from './source-manifest.js';
 export type { SourceFactoryOptions } from './source-select.js';
 export { createSources } from './source-select.js';

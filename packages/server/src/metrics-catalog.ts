@@ -34,7 +34,8 @@ export const REFUSAL_REASONS: readonly RefusedMessage['reason'][] = [
 /** The `direction` label values of userspace_proxy_bytes_total. */
 export const DIRECTIONS = ['to_endpoint', 'to_client'] as const;
 
-type ServiceLabel = 'service' | 'protocol';
+/** The labels every per-Service series carries (bytes add `direction`). */
+export type ServiceLabel = 'service' | 'protocol';
 
 /** The metric objects, by role. */
 export interface MetricCatalog {

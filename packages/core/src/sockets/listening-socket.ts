@@ -30,6 +30,7 @@ export abstract class ListeningSocket implements ProxySocket {
    * Writes the PROXY protocol header on an endpoint connection (TCP, when the Service's
    * `userspace-proxy.io/proxy-protocol` annotation asks for it); undefined otherwise, so a socket
    * adds nothing per connection by default.
+   * @internal shared by core's own TCP socket; not part of the contract.
    */
   protected readonly proxyHeader: ProxyHeaderWriter | undefined;
   readonly #addr: Addr;
