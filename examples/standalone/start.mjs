@@ -206,7 +206,10 @@ let lastForwarded = 0;
 const stop = (signal) => {
   stopping = true;
   if (daemon.exitCode !== null || daemon.signalCode !== null) return;
-  if (Date.now() - lastForwarded < 1000) return;
+  if (Date.now() - lastForwarded < 1000) {
+    console.error(`${signal} again within a second: taken as the same one, not passed on`);
+    return;
+  }
   lastForwarded = Date.now();
   daemon.kill(signal);
 };

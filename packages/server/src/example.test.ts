@@ -110,7 +110,10 @@ describe('examples/standalone', () => {
       process.kill(-(child.pid as number), 'SIGINT'); // Ctrl-C: the whole foreground group
       await until(() => out.includes('waiting up to 5000 ms for 1 connection(s)'), 'the drain');
       child.kill('SIGINT'); // pnpm relays the same Ctrl-C to its script
-      await new Promise((resolve) => setTimeout(resolve, 300)); // time for a wrongly passed-on one
+      await until(
+        () => out.includes('SIGINT again within a second: taken as the same one'),
+        'the echo',
+      );
       await held.roundTrip('\r\n', 'hello from backend'); // the drain lets it finish
       expect(await exited).toBe(0);
       expect(out).not.toContain('not waiting for connections any longer');
