@@ -121,4 +121,32 @@ describe.skipIf(missing !== '')(`the status page in chromium${missing}`, () => {
     expect(await page.evaluate('window.marker')).toBe(42);
     expect(errors).toEqual([]);
   }, 90_000);
+
+  it('lists the workers in a table of their own, and hides it for one process', async () => {
+    await page.goto(`http://${d.metrics}/status`);
+    await row('default/web:tcp/TCP').waitFor({ timeout: 15_000 });
+    expect(await page.locator('#workers-section').isHidden()).toBe(true); // one process: no workers
+    // The model a primary serves with --workers 2 (workers.test.ts checks the daemon's side).
+    await page.route('**/status.json', async (route) => {
+      const response = await route.fetch();
+      const model = {
+        ...(await response.json()),
+        workers: [
+          { worker: 1, pid: 4101, connectionsActive: 3, connectionsTotal: 17 },
+          { worker: 2, pid: 4102, connectionsActive: 0, connectionsTotal: 9 },
+        ],
+      };
+      await route.fulfill({ response, json: model });
+    });
+    try {
+      await page.locator('#workers-section').waitFor({ state: 'visible', timeout: 15_000 });
+      const cells = (n: number) => page.locator(`tr[data-worker="${n}"] td`).allTextContents();
+      expect(await cells(1)).toEqual(['1', '4101', '3', '17']);
+      expect(await cells(2)).toEqual(['2', '4102', '0', '9']);
+      expect(await page.locator('#sync').textContent()).not.toContain('workers');
+    } finally {
+      await page.unroute('**/status.json');
+    }
+    await page.locator('#workers-section').waitFor({ state: 'hidden', timeout: 15_000 });
+  }, 60_000);
 });

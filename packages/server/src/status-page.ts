@@ -44,9 +44,16 @@ function render() {
   $('sync').textContent = s.lastTimestampSeconds === null ? 'no sync yet' :
     'last sync ' + new Date(s.lastTimestampSeconds * 1000).toISOString() +
     (s.lastDurationSeconds === null ? '' : ' in ' + (s.lastDurationSeconds * 1000).toFixed(1) + ' ms') +
-    ' \\u00b7 ' + s.count + ' sync(s)' +
-    (Array.isArray(m.workers) && m.workers.length > 0 ? ' \\u00b7 workers: ' + m.workers.map((w) =>
-      w.worker + ' (pid ' + w.pid + ', ' + w.connectionsActive + ' active, ' + w.connectionsTotal + ' total)').join(', ') : '');
+    ' \\u00b7 ' + s.count + ' sync(s)';
+  const workers = Array.isArray(m.workers) ? m.workers : [];
+  $('workers-section').hidden = workers.length === 0;
+  $('workers').replaceChildren(...workers.map((w) => {
+    const tr = el('tr');
+    tr.dataset.worker = String(w.worker);
+    tr.append(el('td', w.worker, 'num'), el('td', w.pid, 'num'));
+    tr.append(el('td', w.connectionsActive, w.connectionsActive > 0 ? 'num active' : 'num'), el('td', w.connectionsTotal, 'num'));
+    return tr;
+  }));
   const body = $('rows');
   const rows = [];
   for (const p of m.servicePorts) {
@@ -123,6 +130,7 @@ td.active { font-weight: bold; color: #0b6b2f; }
 .desc { color: #4a5563; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 .empty { color: #66707c; font-style: italic; }
 h2 { font-size: 14px; margin: 16px 0 6px; }
+#workers-table { width: auto; }
 #errors { font-family: ui-monospace, monospace; font-size: 12px; background: #fff; border: 1px solid #d6dae0; margin: 0; padding: 6px 6px 6px 24px; max-height: 240px; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere; }
 </style>
 </head>
@@ -142,6 +150,13 @@ h2 { font-size: 14px; margin: 16px 0 6px; }
 </tr></thead>
 <tbody id="rows"></tbody>
 </table>
+<section id="workers-section" hidden>
+<h2>Workers (one process each; TCP listeners shared, UDP, SCTP and idled Services in worker 1)</h2>
+<table id="workers-table">
+<thead><tr><th>Worker</th><th>pid</th><th>Active</th><th>Total</th></tr></thead>
+<tbody id="workers"></tbody>
+</table>
+</section>
 <h2>Recent errors (newest first)</h2>
 <ul id="errors"></ul>
 </main>
