@@ -14,6 +14,14 @@ export type ServiceInfoInit = Omit<ServiceInfo, OwnMembers> & {
   readonly socket: ProxySocket;
 };
 
+/** What most Services have as external and load-balancer IPs: one array for all of them. */
+const NO_IPS: readonly string[] = Object.freeze([]);
+
+/** A frozen copy of `ips`; the shared empty one when there are none (64 bytes per listener saved). */
+function frozenCopy(ips: readonly string[]): readonly string[] {
+  return ips.length === 0 ? NO_IPS : Object.freeze([...ips]);
+}
+
 /**
  * The Proxier's {@link ServiceInfo}: read-only to everyone else, with the lifecycle switches the
  * Proxier flips in a fixed order (alive at creation; started once its portal is open and the load
@@ -46,8 +54,8 @@ export class ServiceInfoImpl implements ServiceInfo {
     this.socket = init.socket;
     this.proxyPort = init.socket.addr().port;
     this.nodePort = init.nodePort;
-    this.externalIPs = Object.freeze([...init.externalIPs]);
-    this.loadBalancerIPs = Object.freeze([...init.loadBalancerIPs]);
+    this.externalIPs = frozenCopy(init.externalIPs);
+    this.loadBalancerIPs = frozenCopy(init.loadBalancerIPs);
     this.sessionAffinityType = init.sessionAffinityType;
     this.#stickyMaxAgeSeconds = init.stickyMaxAgeSeconds;
     this.udpIdleTimeoutMs = init.udpIdleTimeoutMs;
