@@ -6,10 +6,14 @@
  * daemon's memory. Bounded: the run ends with an error after --timeout seconds (default 300).
  *
  *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--built] [--write]
- *     [--heap-snapshot DIR]
+ *     [--heap-snapshot DIR] [--gc] [--node-arg ARG]...
  *
  * --heap-snapshot DIR: the daemon writes a V8 heap snapshot into DIR right after the first sync
  * (`--heapsnapshot-signal`, signalled by its pid), for finding where the memory goes.
+ * --gc: after the first sync, the daemon (started with `--expose-gc` and a one-line `--import` that
+ * calls `gc()` on SIGWINCH) runs a full GC, and its RSS and heap are read again: what of the RSS
+ * after the sync is live data and what is garbage not yet collected.
+ * --node-arg ARG: passed to the daemon's node (repeatable), e.g. `--max-semi-space-size=1`.
  *
  * Longer than 400 lines because it is one scenario read top to bottom: the fake cluster, the daemon
  * process, the measures taken in order, and the table they make.
@@ -36,6 +40,8 @@ interface Options {
   built: boolean;
   write: boolean;
   heapSnapshotDir: string | undefined;
+  gc: boolean;
+  nodeArgs: string[];
 }
 
 function parseArgs(argv: string[]): Options {
@@ -58,6 +64,8 @@ function parseArgs(argv: string[]): Options {
     built: argv.includes('--built'),
     write: argv.includes('--write'),
     heapSnapshotDir: heapSnapshotDir(argv),
+    gc: argv.includes('--gc'),
+    nodeArgs: argv.flatMap((a, i) => (argv[i - 1] === '--node-arg' ? [a] : [])),
   };
 }
 
@@ -165,9 +173,43 @@ interface Result {
   rss: { rss: number; peak: number };
   rssAfterChanges: number;
   heapMiB: number;
+  /** Heap committed, new space committed, external memory (MiB), from the daemon's metrics. */
+  heap: HeapFigures;
+  /** With --gc: RSS and heap right after a full GC. */
+  afterGc: { rss: number; heap: HeapFigures } | undefined;
   stopMs: number;
   load: number;
 }
+
+interface HeapFigures {
+  used: number;
+  total: number;
+  newSpace: number;
+  oldSpace: number;
+  external: number;
+}
+
+type Sample = ReturnType<typeof parseExposition>['samples'][number];
+
+function heapFigures(samples: Sample[] | undefined): HeapFigures {
+  const mib = (name: string, space?: string) =>
+    (samples?.find((s) => s.name === name && (space === undefined || s.labels.space === space))
+      ?.value ?? 0) /
+    2 ** 20;
+  return {
+    used: mib('nodejs_heap_size_used_bytes'),
+    total: mib('nodejs_heap_size_total_bytes'),
+    newSpace: mib('nodejs_heap_space_size_total_bytes', 'new'),
+    oldSpace: mib('nodejs_heap_space_size_total_bytes', 'old'),
+    external: mib('nodejs_external_memory_bytes'),
+  };
+}
+
+/** The daemon's node flags for --gc: a full GC on SIGWINCH. */
+const GC_ON_SIGNAL = [
+  '--expose-gc',
+  '--import=data:text/javascript,process.on("SIGWINCH",()=>globalThis.gc())',
+];
 
 async function measure(opts: Options): Promise<Result> {
   const deadline = Date.now() + opts.timeoutS * 1000;
@@ -209,10 +251,11 @@ userspaceProxy: { drainTimeout: 0s }
   const snapshotFlags = opts.heapSnapshotDir
     ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${opts.heapSnapshotDir}`]
     : [];
+  const nodeFlags = [...snapshotFlags, ...(opts.gc ? GC_ON_SIGNAL : []), ...opts.nodeArgs];
   const main = opts.built
-    ? [...snapshotFlags, join(ROOT, 'packages/server/dist/main.js')]
+    ? [...nodeFlags, join(ROOT, 'packages/server/dist/main.js')]
     : [
-        ...snapshotFlags,
+        ...nodeFlags,
         '--conditions=@userspace-proxy/source',
         '--import',
         'tsx',
@@ -270,7 +313,14 @@ userspaceProxy: { drainTimeout: 0s }
       if (!(await isOpen(ipOf(i), PORT))) throw new Error(`svc-${i} does not listen`);
     }
     const rss = rssMiB(pid);
-    const heapMiB = ((await value('nodejs_heap_size_used_bytes')) ?? 0) / 2 ** 20;
+    const heap = heapFigures(await scrape());
+    const heapMiB = heap.used;
+    let afterGc: Result['afterGc'];
+    if (opts.gc) {
+      daemon.kill('SIGWINCH');
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      afterGc = { rss: rssMiB(pid).rss, heap: heapFigures(await scrape()) };
+    }
     if (opts.heapSnapshotDir) {
       daemon.kill('SIGUSR2');
       // The daemon answers again once the snapshot (written synchronously) is complete.
@@ -320,6 +370,8 @@ userspaceProxy: { drainTimeout: 0s }
       rss,
       rssAfterChanges,
       heapMiB,
+      heap,
+      afterGc,
       stopMs: performance.now() - stopStart,
       load: loadavg()[0] ?? 0,
     };
@@ -351,6 +403,9 @@ const median = (xs: number[]) =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 const spread = (xs: number[]) => `${ms(median(xs))} / ${ms(Math.max(...xs))}`;
 
+const heapLine = (h: HeapFigures) =>
+  `${Math.round(h.total)} MiB (${Math.round(h.newSpace)} / ${Math.round(h.oldSpace)} MiB), ${Math.round(h.external)} MiB`;
+
 function markdown(r: Result): string {
   const n = (x: number) => x.toLocaleString('en-US');
   const per = Math.max(1, Math.round(r.opts.endpoints / r.opts.services));
@@ -374,6 +429,13 @@ function markdown(r: Result): string {
     `| RSS when the metrics server first answered (code loaded, lists just starting) | ${Math.round(r.rssAtStart)} MiB |`,
     `| RSS after the first sync | ${Math.round(r.rss.rss)} MiB (peak so far ${Math.round(r.rss.peak)} MiB) |`,
     `| JS heap in use then (\`nodejs_heap_size_used_bytes\`) | ${Math.round(r.heapMiB)} MiB |`,
+    `| JS heap committed then (of which new space / old space), external memory | ${heapLine(r.heap)} |`,
+    ...(r.afterGc
+      ? [
+          `| after a full GC (\`--gc\`): RSS, heap in use | ${Math.round(r.afterGc.rss)} MiB, ${Math.round(r.afterGc.heap.used)} MiB |`,
+          `| after a full GC: heap committed (new / old), external | ${heapLine(r.afterGc.heap)} |`,
+        ]
+      : []),
     `| RSS after the changes | ${Math.round(r.rssAfterChanges)} MiB |`,
     '',
     `SIGTERM to exit: ${ms(r.stopMs)} (${n(r.opts.services)} listeners closed). Load average ${r.load.toFixed(1)} on ${availableParallelism()} cores when the run ended (the fake API server in the benchmark process included).`,
@@ -395,7 +457,7 @@ function writeDocs(md: string): void {
 async function main(argv: string[]): Promise<void> {
   if (argv.includes('--help')) {
     console.log(
-      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write] [--heap-snapshot DIR]',
+      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write] [--heap-snapshot DIR] [--gc] [--node-arg ARG]...',
     );
     return;
   }

@@ -44,6 +44,68 @@ export function componentLogger(logger: Logger | undefined, component: string): 
   return logger ? logger.getSubLogger({ name: component }) : noopLogger;
 }
 
+/**
+ * The sub-logger for `component`, made on its first use rather than now: for what exists once per
+ * Service port (a proxy socket's logger), where a tslog sub-logger and its copied settings are
+ * about 500 bytes each (5 MB at 10 000 listeners) and most sockets never write a line. The parent's
+ * `getSubLogger` is called at most once, with the same settings {@link componentLogger} passes. A
+ * line below the parent's level (a tslog `settings.minLevel`, read at each call) is dropped without
+ * making the sub-logger, as tslog would drop it: a socket's routine debug lines cost nothing.
+ */
+export function deferredComponentLogger(logger: Logger | undefined, component: string): Logger {
+  return logger === undefined || logger === noopLogger
+    ? noopLogger
+    : new DeferredSubLogger(logger, component);
+}
+
+/** See {@link deferredComponentLogger}: three fields until something is logged. */
+class DeferredSubLogger implements Logger {
+  readonly #parent: Logger;
+  readonly #name: string;
+  #real: Logger | undefined;
+
+  constructor(parent: Logger, name: string) {
+    this.#parent = parent;
+    this.#name = name;
+  }
+
+  /** True when the parent drops lines of `level` (tslog's numbering) and this one can too. */
+  #below(level: number): boolean {
+    const min = (this.#parent as { settings?: { minLevel?: unknown } }).settings?.minLevel;
+    return typeof min === 'number' && level < min;
+  }
+
+  #logger(): Logger {
+    this.#real ??= this.#parent.getSubLogger({ name: this.#name });
+    return this.#real;
+  }
+
+  silly(...args: unknown[]): unknown {
+    return this.#below(0) ? undefined : this.#logger().silly(...args);
+  }
+  trace(...args: unknown[]): unknown {
+    return this.#below(1) ? undefined : this.#logger().trace(...args);
+  }
+  debug(...args: unknown[]): unknown {
+    return this.#below(2) ? undefined : this.#logger().debug(...args);
+  }
+  info(...args: unknown[]): unknown {
+    return this.#below(3) ? undefined : this.#logger().info(...args);
+  }
+  warn(...args: unknown[]): unknown {
+    return this.#below(4) ? undefined : this.#logger().warn(...args);
+  }
+  error(...args: unknown[]): unknown {
+    return this.#below(5) ? undefined : this.#logger().error(...args);
+  }
+  fatal(...args: unknown[]): unknown {
+    return this.#below(6) ? undefined : this.#logger().fatal(...args);
+  }
+  getSubLogger(settings?: { name?: string }): Logger {
+    return this.#logger().getSubLogger(settings);
+  }
+}
+
 /** Options of {@link createLogger}. */
 export interface CreateLoggerOptions {
   /** The root name, shown in every line. */

@@ -135,4 +135,25 @@ describe('endpointSliceTransform', () => {
     const bad = { ...slice([]), addressType: 'nope' };
     expect(transform(bad)).toBe(bad);
   });
+
+  it('keeps the repeated strings it shares (kind, apiVersion, nodeName, zone) as they were', () => {
+    const parsedSlice = {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      ...slice([]),
+      endpoints: [
+        { addresses: ['10.0.0.1'], nodeName: 'node-1', zone: 'z1' },
+        { addresses: ['10.0.0.2'], nodeName: 'node-1' },
+        { addresses: ['10.0.0.3'], nodeName: 7 },
+      ],
+    };
+    const out = transform(parsedSlice) as EndpointSlice;
+    expect(out.apiVersion).toBe('discovery.k8s.io/v1');
+    expect(out.kind).toBe('EndpointSlice');
+    expect(out.endpoints.map((e) => [e.nodeName, e.zone])).toEqual([
+      ['node-1', 'z1'],
+      ['node-1', undefined],
+      [7, undefined],
+    ]);
+  });
 });

@@ -1,5 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { Logger } from '@userspace-proxy/core';
+import { objectKey as coreObjectKey, type Logger } from '@userspace-proxy/core';
 import { CHANNELS, type ObjectRejectedMessage } from '@userspace-proxy/core/diagnostics';
 
 /**
@@ -32,7 +32,9 @@ export function structuralProblem(value: unknown): string | undefined {
 /** The cache key client-go uses: "namespace/name", or "name" for cluster-scoped objects. */
 export function objectKey(obj: KeyedObject): string {
   const ns = obj.metadata.namespace;
-  return ns ? `${ns}/${obj.metadata.name}` : obj.metadata.name;
+  // Core's key for a namespaced object is the same string, made so that keys share their
+  // "namespace/" part (core's namespacedKey).
+  return ns ? coreObjectKey(obj) : obj.metadata.name;
 }
 
 /** A best-effort key for an object that failed {@link structuralProblem}, for the log line. */

@@ -13,7 +13,7 @@ describe('bench/src/k8s-scale.ts', () => {
         '--import',
         'tsx',
         'bench/src/k8s-scale.ts',
-        ...['--services', '20', '--endpoints', '60', '--changes', '1', '--timeout', '60'],
+        ...['--services', '20', '--endpoints', '60', '--changes', '1', '--timeout', '60', '--gc'],
       ],
       { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -33,6 +33,8 @@ describe('bench/src/k8s-scale.ts', () => {
       'a Service added',
       'an EndpointSlice changed',
       'RSS after the first sync',
+      'JS heap committed then',
+      'after a full GC (`--gc`)',
       'SIGTERM to exit',
     ]) {
       expect(out).toContain(row);

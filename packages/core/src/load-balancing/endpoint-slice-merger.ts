@@ -2,7 +2,12 @@ import type { EndpointSliceHandler, EndpointsHandler } from '../config/handlers.
 import { componentLogger, type Logger } from '../logger.js';
 import { logSafe } from '../model/log-safe.js';
 import { type EndpointSlice, type Endpoints, SERVICE_NAME_LABEL } from '../model/model.js';
-import { DEFAULT_NAMESPACE, tryObjectKey, tryObjectName } from '../model/object-key.js';
+import {
+  DEFAULT_NAMESPACE,
+  namespacedKey,
+  tryObjectKey,
+  tryObjectName,
+} from '../model/object-key.js';
 import { rememberEndpointLists } from './endpoints-map.js';
 import {
   listsOf,
@@ -128,7 +133,7 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
    * when the Service has no stored slice.
    */
   endpointsFor(namespace: string, name: string): Endpoints | undefined {
-    return this.#services.get(`${namespace}/${name}`)?.delivered;
+    return this.#services.get(namespacedKey(namespace, name))?.delivered;
   }
 
   /**
@@ -180,7 +185,7 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
       this.#remove(key);
       return;
     }
-    const service = `${namespace}/${serviceName}`;
+    const service = namespacedKey(namespace, serviceName);
     const previous = this.#sliceOwner.get(key);
     if (previous !== undefined && previous !== service) this.#remove(key);
     let entry = this.#services.get(service);

@@ -1,7 +1,7 @@
 import { InvalidOptionError, MissingEndpointsError, MissingServiceEntryError } from '../errors.js';
 import { componentLogger, type Logger } from '../logger.js';
 import { type Addr, DEFAULT_CLIENT_IP_AFFINITY_SECONDS, type Endpoints } from '../model/model.js';
-import { tryObjectName } from '../model/object-key.js';
+import { namespacedKey, tryObjectName } from '../model/object-key.js';
 import { type ServicePortName, servicePortNameString } from '../model/service-port-name.js';
 import { buildPortsToEndpointsMap } from './endpoints-map.js';
 import type { AffinityType, LoadBalancer } from './load-balancer.js';
@@ -173,7 +173,9 @@ export class RoundRobinLoadBalancer implements LoadBalancer {
     let state = this.#states.get(key);
     if (state === undefined) {
       state = new BalancerState(affinityType, ttl);
-      const list = this.#sources.get(`${svcPort.namespace}/${svcPort.name}`)?.get(svcPort.port);
+      const list = this.#sources
+        .get(namespacedKey(svcPort.namespace, svcPort.name))
+        ?.get(svcPort.port);
       if (list !== undefined) state.replaceEndpoints(list, this.#random);
       this.#states.set(key, state);
     } else {

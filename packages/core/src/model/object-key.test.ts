@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  namespacedKey,
   objectKey,
   splitObjectKey,
   tryObjectKey,
@@ -54,5 +55,16 @@ describe('object keys', () => {
     expect(splitObjectKey('/web')).toBeUndefined();
     expect(splitObjectKey('ns/')).toBeUndefined();
     expect(splitObjectKey(UNKNOWN_KEY)).toBeUndefined();
+  });
+});
+
+describe('namespacedKey', () => {
+  it('is the "namespace/name" string, for any number of namespaces', () => {
+    expect(namespacedKey('ns', 'a')).toBe('ns/a');
+    expect(namespacedKey('ns', 'b')).toBe('ns/b');
+    // More namespaces than the prefix cache holds: it starts over, the keys stay right.
+    for (let i = 0; i < 5_000; i++) expect(namespacedKey(`n${i}`, 'x')).toBe(`n${i}/x`);
+    expect(namespacedKey('ns', 'a')).toBe('ns/a');
+    expect(tryObjectKey({ metadata: { namespace: 'ns', name: 'a' } })).toBe('ns/a');
   });
 });

@@ -10,6 +10,27 @@
  */
 export const DEFAULT_NAMESPACE = 'default';
 
+/** "namespace/" per namespace seen, so that keys share it (see {@link namespacedKey}). */
+const prefixes = new Map<string, string>();
+/** Past this many namespaces the prefix cache starts over: bounded whatever the input. */
+const MAX_PREFIXES = 4096;
+
+/**
+ * `${namespace}/${name}`, made so that every key of one namespace shares its "namespace/" part: a
+ * template makes a fresh "namespace/" string for each key before joining the name (24 bytes or more
+ * each, 3 MB for the 128 000 keys the stores, the fan-out, the merger and the balancer hold at
+ * 10 000 Services). The result is equal to the template's, so it can key any map.
+ */
+export function namespacedKey(namespace: string, name: string): string {
+  let prefix = prefixes.get(namespace);
+  if (prefix === undefined) {
+    if (prefixes.size >= MAX_PREFIXES) prefixes.clear();
+    prefix = `${namespace}/`;
+    prefixes.set(namespace, prefix);
+  }
+  return prefix + name;
+}
+
 /** The identity of an object: its namespace (defaulted), its name and their "ns/name" key. */
 export interface ObjectName {
   /** The namespace, {@link DEFAULT_NAMESPACE} when the object names none. */
@@ -36,7 +57,7 @@ export function tryObjectName(obj: unknown): ObjectName | undefined {
     const ns = namespace === undefined || namespace === null ? '' : namespace;
     if (typeof ns !== 'string') return undefined;
     const resolved = ns === '' ? DEFAULT_NAMESPACE : ns;
-    return { namespace: resolved, name, key: `${resolved}/${name}` };
+    return { namespace: resolved, name, key: namespacedKey(resolved, name) };
   } catch {
     // A getter or proxy trap threw: such an object has no identity we can trust.
     return undefined;

@@ -1,4 +1,5 @@
 import type { Protocol } from './model.js';
+import { namespacedKey } from './object-key.js';
 
 /**
  * Names one port of one Service. Keys are (namespace, name, port) as in the reference: `protocol` is
@@ -17,7 +18,8 @@ export interface ServicePortName {
 
 /** "ns/name:port", or "ns/name" when the port name is "": the key of every per-port map, and the log form. */
 export function servicePortNameString(n: ServicePortName): string {
-  return n.port === '' ? `${n.namespace}/${n.name}` : `${n.namespace}/${n.name}:${n.port}`;
+  const key = namespacedKey(n.namespace, n.name);
+  return n.port === '' ? key : `${key}:${n.port}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import type { EndpointsHandler } from '../config/handlers.js';
 import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import type { Logger } from '../logger.js';
 import type { Endpoints } from '../model/model.js';
-import { DEFAULT_NAMESPACE } from '../model/object-key.js';
+import { DEFAULT_NAMESPACE, namespacedKey } from '../model/object-key.js';
 import type { ServicePortName } from '../model/service-port-name.js';
 import type { EndpointsChangedListener } from '../sockets/proxy-socket.js';
 
@@ -33,7 +33,7 @@ export class EndpointsNotifier {
     listener: EndpointsChangedListener,
     signal?: AbortSignal,
   ): () => void {
-    const key = `${servicePort.namespace}/${servicePort.name}`;
+    const key = namespacedKey(servicePort.namespace, servicePort.name);
     const subscription: Subscription = { servicePort, listener };
     let set = this.#byService.get(key);
     if (set === undefined) {
@@ -75,7 +75,7 @@ export class EndpointsNotifier {
   #changed(endpoints: Endpoints): void {
     if (this.#byService.size === 0) return;
     const namespace = endpoints.metadata.namespace || DEFAULT_NAMESPACE;
-    const set = this.#byService.get(`${namespace}/${endpoints.metadata.name}`);
+    const set = this.#byService.get(namespacedKey(namespace, endpoints.metadata.name));
     if (set === undefined) return;
     for (const { servicePort, listener } of [...set]) {
       try {

@@ -2,17 +2,14 @@ import { SocketOpenError } from '../errors.js';
 import type { EventRecorder, EventType } from '../hooks/event-recorder.js';
 import type { LoadBalancer } from '../load-balancing/load-balancer.js';
 import type { Logger } from '../logger.js';
-import { componentLogger } from '../logger.js';
+import { deferredComponentLogger } from '../logger.js';
 import type { ObjectReference } from '../model/model.js';
 import type { PortalAddress } from '../model/service-info.js';
-import type {
-  ProxySocket,
-  ProxySocketContext,
-  ProxySocketFactory,
-} from '../sockets/proxy-socket.js';
+import type { ProxySocket, ProxySocketFactory } from '../sockets/proxy-socket.js';
 import type { EndpointsNotifier } from './endpoints-notifier.js';
 import { localAddresses, type NetworkInterfacesFn } from './node-port-addresses.js';
 import type { NodePortClaims } from './node-port-claims.js';
+import { ProxierSocketContext } from './proxier-socket-context.js';
 import { ServiceInfoImpl } from './service-info-impl.js';
 import type { ServicePortSpec } from './service-port-spec.js';
 
@@ -66,8 +63,8 @@ export class ProxierContext {
   readonly #udpIdleTimeoutMs: number;
   /** Where sockets subscribe to endpoint changes; the Proxier feeds the load balancer through it. */
   readonly notifier: EndpointsNotifier;
-  /** Each open proxy's abort controller: aborted right before its socket closes. */
-  readonly #controllers = new Map<ServiceInfoImpl, AbortController>();
+  /** Each open proxy's socket context: its signal is aborted right before its socket closes. */
+  readonly #contexts = new Map<ServiceInfoImpl, ProxierSocketContext>();
   /** Sockets that are open, or closed but still carrying connections: what a drain waits for. */
   readonly #live = new Set<ProxySocket>();
   /**
@@ -113,25 +110,22 @@ export class ProxierContext {
     portal: PortalAddress,
     allowedSources?: readonly string[],
   ): Promise<ServiceInfoImpl> {
-    const controller = new AbortController();
-    const notifier = this.notifier;
-    const context: ProxySocketContext = {
+    const context = new ProxierSocketContext({
       protocol: spec.protocol,
       ip,
       port,
       servicePort: spec.name,
       service: spec.service,
-      logger: componentLogger(this.log, spec.key),
-      signal: controller.signal,
+      logger: deferredComponentLogger(this.log, spec.key),
       loadBalancer: this.lb,
-      onEndpointsChanged: (listener) => notifier.subscribe(spec.name, listener, controller.signal),
-      ...(allowedSources !== undefined && allowedSources.length > 0 ? { allowedSources } : {}),
-    };
+      notifier: this.notifier,
+      allowedSources,
+    });
     let socket: ProxySocket;
     try {
       socket = await this.#makeProxySocket(context);
     } catch (cause) {
-      controller.abort();
+      context.abort();
       const where = `${ip ?? '*'}:${port}/${spec.protocol}`;
       throw cause instanceof SocketOpenError
         ? cause
@@ -153,12 +147,12 @@ export class ProxierContext {
       });
     } catch (cause) {
       // A custom socket whose addr() throws: do not leak it.
-      controller.abort();
+      context.abort();
       await socket.close().catch(() => undefined);
       throw new SocketOpenError(`proxy socket for ${spec.key}`, { cause });
     }
     this.log.debug(`proxying ${spec.key} on ${ip ?? '*'}:${port} (socket port ${info.proxyPort})`);
-    this.#controllers.set(info, controller);
+    this.#contexts.set(info, context);
     this.#live.add(socket);
     const loop = (async () => socket.proxyLoop(info))();
     loop.then(
@@ -177,8 +171,8 @@ export class ProxierContext {
    */
   async closeProxy(info: ServiceInfoImpl, what: string): Promise<void> {
     info.stop();
-    this.#controllers.get(info)?.abort();
-    this.#controllers.delete(info);
+    this.#contexts.get(info)?.abort();
+    this.#contexts.delete(info);
     const socket = info.socket;
     try {
       await socket.close();

@@ -14,6 +14,14 @@ export type ServiceInfoInit = Omit<ServiceInfo, OwnMembers> & {
   readonly socket: ProxySocket;
 };
 
+/** What most Services have as external and load-balancer IPs: one array for all of them. */
+const NO_IPS: readonly string[] = Object.freeze([]);
+
+/** A frozen copy of `ips`; the shared empty one when there are none (64 bytes per listener saved). */
+function frozenCopy(ips: readonly string[]): readonly string[] {
+  return ips.length === 0 ? NO_IPS : Object.freeze([...ips]);
+}
+
 /**
  * The Proxier's {@link ServiceInfo}: read-only to everyone else, with the lifecycle switches the
  * Proxier flips in a fixed order (alive at creation; started once its portal is open and the load
@@ -30,11 +38,11 @@ export class ServiceInfoImpl implements ServiceInfo {
   readonly loadBalancerIPs: ServiceInfo['loadBalancerIPs'];
   readonly sessionAffinityType: ServiceInfo['sessionAffinityType'];
   readonly udpIdleTimeoutMs: ServiceInfo['udpIdleTimeoutMs'];
-  readonly activeClients: ServiceInfo['activeClients'] = new Map<string, unknown>();
   /** The socket that serves this portal; the Proxier closes it when the info is replaced. */
   readonly socket: ProxySocket;
   #serviceRef: ServiceInfo['serviceRef'];
   #stickyMaxAgeSeconds: ServiceInfo['stickyMaxAgeSeconds'];
+  #activeClients: ServiceInfo['activeClients'] | undefined;
   #alive = true;
   #started = false;
   #finished = false;
@@ -46,8 +54,8 @@ export class ServiceInfoImpl implements ServiceInfo {
     this.socket = init.socket;
     this.proxyPort = init.socket.addr().port;
     this.nodePort = init.nodePort;
-    this.externalIPs = Object.freeze([...init.externalIPs]);
-    this.loadBalancerIPs = Object.freeze([...init.loadBalancerIPs]);
+    this.externalIPs = frozenCopy(init.externalIPs);
+    this.loadBalancerIPs = frozenCopy(init.loadBalancerIPs);
     this.sessionAffinityType = init.sessionAffinityType;
     this.#stickyMaxAgeSeconds = init.stickyMaxAgeSeconds;
     this.udpIdleTimeoutMs = init.udpIdleTimeoutMs;
@@ -56,6 +64,15 @@ export class ServiceInfoImpl implements ServiceInfo {
   /** The Service being proxied. It follows a re-created Service (new uid) without a new socket. */
   get serviceRef(): ServiceInfo['serviceRef'] {
     return this.#serviceRef;
+  }
+
+  /**
+   * The UDP sessions by client. Made on first read: a TCP portal never reads it, and an empty Map
+   * is about 180 bytes, 1.8 MB at 10 000 listeners.
+   */
+  get activeClients(): ServiceInfo['activeClients'] {
+    this.#activeClients ??= new Map<string, unknown>();
+    return this.#activeClients;
   }
 
   /** The ClientIP affinity TTL; a change of the TTL alone updates it in place (no new socket). */
