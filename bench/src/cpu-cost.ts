@@ -8,7 +8,7 @@
  *
  * usage: tsx bench/src/cpu-cost.ts [--subject label=path/to/main.js | --subject naive]...
  *        [--conns 10000] [--concurrency 32] [--pings 20000] [--udp-pings 20000] [--reps 3]
- *        [--only conn,ping,udp] [--node-arg ARG]...   (e.g. --node-arg --cpu-prof-dir=/tmp/prof
+ *        [--udp-window 32] [--only conn,ping,udp,udpw] [--node-arg ARG]...   (e.g. --node-arg --cpu-prof-dir=/tmp/prof
  *        --node-arg --cpu-prof to profile the proxy) [--callgrind] [--attach 'strace -c -f -p']
  *
  * --callgrind runs the proxy under `valgrind --tool=callgrind` and prints instructions per unit
@@ -17,6 +17,11 @@
  * first compilations are left out (add `--node-arg --jitless` for counts that never depend on when
  * V8 optimises). Use small counts (--conns 1000 --pings 2000): valgrind runs the proxy some 50
  * times slower.
+ *
+ * `udpw` is the UDP ping-pong with `--udp-window` datagrams in flight on the one client socket: the
+ * proxy then reads in batches, as under a flood, so its figure is the batched cost per datagram
+ * pair (the figure behind `iperf3 -u -b 0` throughput) without the losses of a real flood. It is
+ * not in the default `--only`: add it (`--only udp,udpw`).
  *
  * Each subject runs as users run it: the daemon with a config file in service-port-portal mode on
  * a random loopback address (the same config as `pnpm bench --peers`), the naive relay as
@@ -67,6 +72,8 @@ interface Args {
   concurrency: number;
   pings: number;
   udpPings: number;
+  /** Datagrams in flight for the `udpw` measure. */
+  udpWindow: number;
   reps: number;
   only: Set<string>;
   /** Extra arguments for the proxy's node (e.g. --cpu-prof). */
@@ -84,6 +91,7 @@ function parseArgs(argv: readonly string[]): Args {
     concurrency: 32,
     pings: 20_000,
     udpPings: 20_000,
+    udpWindow: 32,
     reps: 3,
     only: new Set(['conn', 'ping', 'udp']),
     nodeArgs: [],
@@ -110,6 +118,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (flag === '--concurrency') args.concurrency = Number(value);
     else if (flag === '--pings') args.pings = Number(value);
     else if (flag === '--udp-pings') args.udpPings = Number(value);
+    else if (flag === '--udp-window') args.udpWindow = Number(value);
     else if (flag === '--reps') args.reps = Number(value);
     else if (flag === '--only') args.only = new Set(value.split(','));
     else if (flag === '--node-arg') args.nodeArgs.push(value);
@@ -230,6 +239,38 @@ function udpPings(host: string, port: number, count: number): Promise<void> {
   });
 }
 
+/**
+ * `count` 64 B round trips over UDP with `window` datagrams in flight (the backend echoes each); a
+ * window lost on the way is refilled after a second without progress (long enough for callgrind,
+ * so that a slow proxy is not sent duplicates it would answer after the measure).
+ */
+function udpWindowPings(host: string, port: number, count: number, window: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = dgram.createSocket('udp4');
+    const payload = Buffer.alloc(64, 0x63);
+    let left = count;
+    let sent = 0;
+    let seen = -1;
+    const send = (n: number) => {
+      for (let i = 0; i < n; i++) socket.send(payload, port, host);
+      sent += n;
+    };
+    const watchdog = setInterval(() => {
+      if (seen === left) send(Math.min(window, left));
+      seen = left;
+    }, 1000);
+    socket.on('message', () => {
+      if (--left === 0) {
+        clearInterval(watchdog);
+        socket.close();
+        resolve();
+      } else if (sent < count) send(1);
+    });
+    socket.on('error', reject);
+    socket.bind(0, '127.0.0.1', () => send(Math.min(window, count)));
+  });
+}
+
 async function waitUp(
   host: string,
   port: number,
@@ -262,7 +303,7 @@ function stop(child: ChildProcess): Promise<void> {
 }
 
 /** µs of proxy CPU per unit for one measure. */
-type Measure = 'conn' | 'ping' | 'udp';
+type Measure = 'conn' | 'ping' | 'udp' | 'udpw';
 
 async function runSubject(
   subject: Subject,
@@ -341,6 +382,11 @@ async function runSubject(
       await udpPings(ip, PORTS.sockperf, Math.min(2000, args.udpPings));
       await measure('udp', args.udpPings, () => udpPings(ip, PORTS.sockperf, args.udpPings));
     }
+    if (args.only.has('udpw')) {
+      const n = args.udpPings;
+      await udpWindowPings(ip, PORTS.sockperf, Math.min(2000, n), args.udpWindow);
+      await measure('udpw', n, () => udpWindowPings(ip, PORTS.sockperf, n, args.udpWindow));
+    }
   } finally {
     await Promise.all([stop(child), stop(backend)]);
   }
@@ -377,13 +423,13 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'cpu-cost-'));
   mkdirSync(dir, { recursive: true });
   const results = new Map<string, Record<Measure, number[]>>();
-  for (const s of args.subjects) results.set(s.label, { conn: [], ping: [], udp: [] });
+  for (const s of args.subjects) results.set(s.label, { conn: [], ping: [], udp: [], udpw: [] });
   try {
     for (let rep = 1; rep <= args.reps; rep++) {
       for (const subject of args.subjects) {
         const r = await runSubject(subject, args, dir);
         const row = results.get(subject.label) as Record<Measure, number[]>;
-        for (const m of ['conn', 'ping', 'udp'] as const) {
+        for (const m of ['conn', 'ping', 'udp', 'udpw'] as const) {
           const v = r[m];
           if (v !== undefined) row[m].push(v);
         }
@@ -400,10 +446,10 @@ async function main(): Promise<void> {
   console.log(`\nproxy ${unit} per unit, median of repetitions:`);
   console.log(
     args.callgrind
-      ? '| subject | instructions per connection | per TCP round trip | per UDP round trip |'
-      : '| subject | CPU-s per 10 000 connections | µs per TCP round trip | µs per UDP round trip |',
+      ? '| subject | instructions per connection | per TCP round trip | per UDP round trip | per UDP round trip, windowed |'
+      : '| subject | CPU-s per 10 000 connections | µs per TCP round trip | µs per UDP round trip | µs per UDP round trip, windowed |',
   );
-  console.log('|---|---|---|---|');
+  console.log('|---|---|---|---|---|');
   for (const [label, row] of results) {
     const cell = (xs: number[], scale: number) => {
       if (xs.length === 0) return '–';
@@ -414,7 +460,7 @@ async function main(): Promise<void> {
     };
     const connScale = args.callgrind ? 1 : 0.01;
     console.log(
-      `| ${label} | ${cell(row.conn, connScale)} | ${cell(row.ping, 1)} | ${cell(row.udp, 1)} |`,
+      `| ${label} | ${cell(row.conn, connScale)} | ${cell(row.ping, 1)} | ${cell(row.udp, 1)} | ${cell(row.udpw, 1)} |`,
     );
   }
 }

@@ -15,7 +15,11 @@ import { type UdpTestClient, udpClient } from '../test-support/net-clients.js';
 import { recordChannel } from '../test-support/record-channel.js';
 import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
-import { UdpProxySocket, type UdpProxySocketOptions } from './proxy-socket-udp.js';
+import {
+  createLiteralLookup,
+  UdpProxySocket,
+  type UdpProxySocketOptions,
+} from './proxy-socket-udp.js';
 
 const svc = { namespace: 'ns', name: 'dns', port: 'dns' };
 const KEY = 'ns/dns:dns';
@@ -324,5 +328,42 @@ describe('UdpProxySocket', () => {
     c.send('hello', socket.addr().port, HOST);
     await loop;
     expect(echo.received).toHaveLength(0);
+  });
+});
+
+describe('createLiteralLookup', () => {
+  type Answer = [error: NodeJS.ErrnoException | null, address: string, family: number];
+  const ask = (lookup: ReturnType<typeof createLiteralLookup>, host: string) =>
+    new Promise<{ answer: Answer; sync: boolean }>((resolve) => {
+      let sync = true;
+      (lookup as (h: string, o: object, cb: (...a: Answer) => void) => void)(
+        host,
+        {},
+        (...answer) => resolve({ answer, sync }),
+      );
+      sync = false;
+    });
+
+  it('answers IP literals at once, the same one again from its cache, and a new one afresh', async () => {
+    const lookup = createLiteralLookup();
+    expect(await ask(lookup, '127.1.5.9')).toEqual({ answer: [null, '127.1.5.9', 4], sync: true });
+    expect(await ask(lookup, '127.1.5.9')).toEqual({ answer: [null, '127.1.5.9', 4], sync: true });
+    expect(await ask(lookup, '::ffff:127.1.5.9')).toEqual({
+      answer: [null, '::ffff:127.1.5.9', 6],
+      sync: true,
+    });
+    expect(await ask(lookup, '127.1.5.10')).toEqual({
+      answer: [null, '127.1.5.10', 4],
+      sync: true,
+    });
+  });
+
+  it('hands a name to dns.lookup, which answers later, and does not cache it', async () => {
+    const lookup = createLiteralLookup();
+    const first = await ask(lookup, 'localhost');
+    expect(first.sync).toBe(false);
+    expect(first.answer[0]).toBeNull();
+    expect([4, 6]).toContain(first.answer[2]);
+    expect((await ask(lookup, 'localhost')).sync).toBe(false);
   });
 });

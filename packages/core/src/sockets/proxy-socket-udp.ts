@@ -329,10 +329,11 @@ function bindSocket(
   bufferBytes: number,
 ): Promise<dgram.Socket> {
   const make = createSocket ?? dgram.createSocket;
+  const lookup = createLiteralLookup();
   const socket = make(
     bufferBytes > 0
-      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes, lookup: literalLookup }
-      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES, lookup: literalLookup },
+      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes, lookup }
+      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES, lookup },
   );
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => {
@@ -352,18 +353,33 @@ function bindSocket(
 }
 
 /**
- * The Service socket's address lookup. Every reply is sent to a client's address (always an IP
- * literal, from `rinfo`), and dgram resolves the address of every unconnected send: the default
+ * Makes the Service socket's address lookup. Every reply is sent to a client's address (always an
+ * IP literal, from `rinfo`), and dgram resolves the address of every unconnected send: the default
  * `dns.lookup` answers an IP literal only on the next tick, so each reply paid a validation, a
- * deferred callback and a trip through the tick queue. This answers IP literals at once; a name
- * (never sent to here) still goes to `dns.lookup`.
+ * deferred callback and a trip through the tick queue. This answers IP literals at once, and
+ * remembers the last one it validated: a session's replies all go to the same `clientAddress`
+ * string, so `net.isIP`'s regular expressions run once per change of client rather than once per
+ * datagram. A name (never sent to here) still goes to `dns.lookup`.
  */
-const literalLookup = ((
-  hostname: string,
-  options: dns.LookupOneOptions,
-  callback: (error: NodeJS.ErrnoException | null, address: string, family: number) => void,
-): void => {
-  const family = net.isIP(hostname);
-  if (family !== 0) callback(null, hostname, family);
-  else dns.lookup(hostname, options, callback);
-}) as NonNullable<dgram.SocketOptions['lookup']>;
+export function createLiteralLookup(): NonNullable<dgram.SocketOptions['lookup']> {
+  let lastHost = '';
+  let lastFamily = 0;
+  return ((
+    hostname: string,
+    options: dns.LookupOneOptions,
+    callback: (error: NodeJS.ErrnoException | null, address: string, family: number) => void,
+  ): void => {
+    if (hostname === lastHost) {
+      callback(null, hostname, lastFamily);
+      return;
+    }
+    const family = net.isIP(hostname);
+    if (family === 0) {
+      dns.lookup(hostname, options, callback);
+      return;
+    }
+    lastHost = hostname;
+    lastFamily = family;
+    callback(null, hostname, family);
+  }) as NonNullable<dgram.SocketOptions['lookup']>;
+}
