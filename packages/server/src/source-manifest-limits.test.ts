@@ -138,11 +138,15 @@ describe('a large or deeply nested manifest', () => {
       }),
     ).join('---\n');
     probe.start();
+    const began = performance.now();
     await replace(path, many);
     await until(() => reloads.length > 0, 'the reload', 60_000);
+    const tookMs = performance.now() - began;
     expect(reloads[0]).toMatchObject({ applied: true, errors: [] });
     expect(source.services.keys()).toHaveLength(800);
-    expect(probe.maxMs()).toBeLessThan(200);
+    // Parsed on this loop, the longest stall would be about the whole reload; off it, a scheduling
+    // hiccup. Relative to the reload, so a slow or loaded machine stretches both sides alike.
+    expect(probe.maxMs()).toBeLessThan(tookMs / 3);
   });
 });
 
