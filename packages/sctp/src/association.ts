@@ -39,7 +39,7 @@ import {
 } from './errors.js';
 import type { ResolvedAssociationOptions } from './options.js';
 import { type InboundMessage, Receiver } from './reassembly.js';
-import { Sender } from './sender.js';
+import { type PacketSource, Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
 /** What an association needs from the endpoint that owns it. */
@@ -126,6 +126,13 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
   private readonly flushBound = (): void => this.flush();
+  /** The packet a flush is filling. */
+  private w: PacketWriter | undefined;
+  /** What the sender writes DATA through: made once (a closure per flush cost more than it did). */
+  private readonly out: PacketSource = {
+    current: () => this.w,
+    next: () => this.nextPacket(),
+  };
 
   constructor(p: AssociationParams) {
     super();
@@ -737,19 +744,23 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.host.transmit(this, packet);
   }
 
+  /** Sends the packet being built (if it holds anything) and starts a new one. */
+  private nextPacket(): PacketWriter {
+    const w = this.w;
+    if (w !== undefined && w.chunks > 0) this.transmit(w.finish());
+    this.w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
+    return this.w;
+  }
+
   /** Bundles control chunks, the SACK, retransmissions and new DATA into packets and sends them. */
   private flush(): void {
     this.flushScheduled = false;
     if (this.isClosed || this.state === 'cookie-wait' || this.state === 'cookie-echoed') return;
-    let w: PacketWriter | undefined;
-    const next = (): PacketWriter => {
-      if (w !== undefined && w.chunks > 0) this.transmit(w.finish());
-      w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
-      return w;
-    };
-    const current = (): PacketWriter | undefined => w;
+    this.w = undefined;
     for (const c of this.ctrl) {
-      if (w === undefined || !w.raw(c.type, c.flags, c.value)) next().raw(c.type, c.flags, c.value);
+      const w = this.w as PacketWriter | undefined;
+      if (w === undefined || !w.raw(c.type, c.flags, c.value))
+        this.nextPacket().raw(c.type, c.flags, c.value);
     }
     this.ctrl.length = 0;
     const sender = this.sender as Sender;
@@ -763,17 +774,19 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       const gaps = receiver.gapBlocks();
       const dups = receiver.takeDuplicates();
       const rwnd = this.advertisedWindow();
+      const w = this.w as PacketWriter | undefined;
       if (w === undefined || !w.sack(receiver.cumTsn, rwnd, gaps, dups))
-        next().sack(receiver.cumTsn, rwnd, gaps, dups);
+        this.nextPacket().sack(receiver.cumTsn, rwnd, gaps, dups);
       this.lastAdvertised = rwnd;
       this.sackNow = false;
       this.packetsSinceSack = 0;
       this.sackTimer.stop();
     }
-    if (sendsData) sender.write(next, current, this.fastRtxPending);
+    if (sendsData) sender.write(this.out, this.fastRtxPending);
     this.fastRtxPending = false;
-    if (w !== undefined && (w as PacketWriter).chunks > 0)
-      this.transmit((w as PacketWriter).finish());
+    const last = this.w as PacketWriter | undefined;
+    this.w = undefined;
+    if (last !== undefined && last.chunks > 0) this.transmit(last.finish());
     this.counters.retransmits = sender.retransmits;
     if (sender.outstanding && this.state !== 'shutdown-sent' && this.state !== 'shutdown-ack-sent')
       this.t3.ensure(sender.rto);
@@ -808,11 +821,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   finish(reason: SctpCloseReason, detail: string): void {
     if (this.isClosed) return;
     this.state = 'closed';
-    this.t1.stop();
-    this.t2.stop();
-    this.t3.stop();
-    this.sackTimer.stop();
-    this.hbTimer.stop();
+    this.t1.cancel();
+    this.t2.cancel();
+    this.t3.cancel();
+    this.sackTimer.cancel();
+    this.hbTimer.cancel();
     const unsentBytes = this.sender?.clear() ?? 0;
     this.queue.length = 0;
     this.queueHead = 0;
