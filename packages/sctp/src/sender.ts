@@ -182,12 +182,19 @@ export class Sender {
     }
     if (this.markedCount > 0) return wrote;
     let w = out.current();
+    // cwnd is checked when a packet is started, not per chunk: a started packet is filled, so the
+    // flight may pass cwnd by less than one packet, as RFC 9260 §6.1 B allows (cwnd + PMTU - 1),
+    // and small messages go out in full packets instead of a part-filled one per window update.
+    let fits = false;
     while (this.pendingHead < this.pending.length) {
       const c = this.pending[this.pendingHead] as OutChunk;
-      if (this.flightSize >= this.cwnd) break;
       if (this.peerRwnd < c.data.length && this.flightSize > 0) break;
       const size = c.data.length + 16;
-      if (w === undefined || w.room() < size) w = out.next();
+      if (!fits || w === undefined || w.room() < size) {
+        if (this.flightSize >= this.cwnd) break;
+        if (w === undefined || w.room() < size) w = out.next();
+        fits = true;
+      }
       w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data);
       this.pending[this.pendingHead] = undefined as unknown as OutChunk;
       this.pendingHead++;

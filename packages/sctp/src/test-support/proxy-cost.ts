@@ -43,16 +43,27 @@ const cpuMs = (): number => {
   return (c.user + c.system) / 1000;
 };
 
-async function child(role: string, impl: string): Promise<void> {
+async function child(impl: string): Promise<void> {
   const sctp: typeof Sctp = await import(impl);
   const engine = sctp.createUserspaceSctpEngine();
   let counts = { messages: 0, bytes: 0 };
+  const associations: Sctp.SctpAssociation[] = [];
+  const packets = (): { in: number; out: number } => {
+    let i = 0;
+    let o = 0;
+    for (const a of associations) {
+      i += a.counters.packetsIn;
+      o += a.counters.packetsOut;
+    }
+    return { in: i, out: o };
+  };
   const handlers: Record<string, (...a: never[]) => Promise<unknown>> = {
     async sink() {
       const address = `127.212.${octet()}.${octet()}`;
       const encapsulationPort = randomPort();
       const l = await engine.listen({ address, port: 5000, encapsulationPort });
       l.on('association', (a) => {
+        associations.push(a);
         a.on('message', (m) => {
           counts.messages++;
           counts.bytes += m.data.length;
@@ -74,6 +85,7 @@ async function child(role: string, impl: string): Promise<void> {
         void engine
           .connect({ ...sink, association: PROXY_ASSOCIATION })
           .then((e) => {
+            associations.push(c, e);
             sctp.relayAssociations(c, e);
             c.resume();
           })
@@ -83,6 +95,7 @@ async function child(role: string, impl: string): Promise<void> {
     },
     async load(target: Target, size: number, messages: number) {
       const a = await engine.connect({ ...target, localAddress: '127.0.0.1' });
+      associations.push(a);
       const data = Buffer.alloc(size, 0x5a);
       for (let i = 0; i < messages; i++) {
         if (!a.send({ data })) await new Promise<void>((r) => a.once('drain', () => r()));
@@ -99,6 +112,9 @@ async function child(role: string, impl: string): Promise<void> {
     },
     async cpu() {
       return cpuMs();
+    },
+    async packets() {
+      return packets();
     },
     async stop() {
       await engine.close();
@@ -163,6 +179,7 @@ async function main(): Promise<void> {
     // A short warm-up (JIT, windows), then the measured run.
     await load.call('load', target, size, Math.min(2000, Math.ceil(messages / 20)));
     await new Promise((r) => setTimeout(r, 200));
+    const p0 = await (proxy ?? sink).call<{ in: number; out: number }>('packets');
     const c0 = await Promise.all([
       sink.call<number>('reset'),
       proxy?.call<number>('cpu'),
@@ -187,6 +204,7 @@ async function main(): Promise<void> {
       number,
       number,
     ];
+    const p1 = await (proxy ?? sink).call<{ in: number; out: number }>('packets');
     const mb = got.bytes / 1e6;
     const per = (ms: number): string =>
       size >= 1000
@@ -199,6 +217,7 @@ async function main(): Promise<void> {
     console.log(
       `${direct ? 'direct' : 'proxy'} ${size} B × ${got.messages}/${messages} in ${seconds.toFixed(2)} s: ${rate}; ` +
         `CPU ${proxy ? `proxy ${per(proxyMs)}, ` : ''}sink ${per(sinkMs)}, load ${per(loadMs)}` +
+        `; ${proxy ? 'proxy' : 'sink'} packets in ${((p1.in - p0.in) / got.messages).toFixed(3)}, out ${((p1.out - p0.out) / got.messages).toFixed(3)} per message` +
         ` (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
     );
     await Promise.all([sink.call('stop'), proxy?.call('stop'), load.call('stop')]);
@@ -214,7 +233,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv.includes('--child')) {
-  await child(arg('--child') as string, arg('--impl-path') as string);
+  await child(arg('--impl-path') as string);
 } else {
   await main();
 }
