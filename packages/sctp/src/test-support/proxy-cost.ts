@@ -83,7 +83,12 @@ async function child(impl: string): Promise<void> {
       l.on('association', (c) => {
         c.pause();
         void engine
-          .connect({ ...sink, association: PROXY_ASSOCIATION })
+          .connect({
+            ...sink,
+            association: PROXY_ASSOCIATION,
+            // As the proxy socket does by default; SCTP_COST_SHARED=1 for the shared socket.
+            connectedSocket: process.env.SCTP_COST_SHARED !== '1',
+          })
           .then((e) => {
             associations.push(c, e);
             sctp.relayAssociations(c, e);
