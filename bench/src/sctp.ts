@@ -46,7 +46,12 @@ export async function sctpRows(cfg: SuiteConfig, rows: Row[]): Promise<void> {
               [unit === 'msg/s' ? 'MB/s' : 'msg/s']:
                 unit === 'msg/s' ? r.bytes / r.seconds / 1e6 : r.messages / r.seconds,
             };
-            if (v === 'proxy') extra['proxy CPU %'] = (100 * cpu) / r.seconds;
+            if (v === 'proxy') {
+              extra['proxy CPU %'] = (100 * cpu) / r.seconds;
+              // CPU per unit of work: depends far less on how loaded the machine is than the rates.
+              if (unit === 'msg/s') extra['proxy CPU µs/msg'] = (1e6 * cpu) / r.messages;
+              else extra['proxy CPU ms/MB'] = (1000 * cpu) / (r.bytes / 1e6);
+            }
             if (v === 'direct') {
               const anchor = await load.call<SctpRun | undefined>('tsctp', size, ms);
               if (anchor) extra[`usrsctp tsctp ${unit}`] = value(anchor, unit);

@@ -39,13 +39,18 @@ import {
 } from './errors.js';
 import type { ResolvedAssociationOptions } from './options.js';
 import { type InboundMessage, Receiver } from './reassembly.js';
-import { Sender } from './sender.js';
+import { type PacketSource, Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
 /** What an association needs from the endpoint that owns it. */
 export interface AssociationHost {
   readonly timers: SctpTimers;
-  transmit(a: Association, packet: Buffer): void;
+  /**
+   * Sends a packet to the peer. `bulk` marks the DATA / SACK packets of a flush: they go out without
+   * a completion callback (one fewer tick and closure per packet on the hot path; a lost one is
+   * what retransmission is for), so only the others count in the endpoint's `sendErrors`.
+   */
+  transmit(a: Association, packet: Buffer, bulk?: boolean): void;
   released(a: Association): void;
 }
 
@@ -126,6 +131,18 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
   private readonly flushBound = (): void => this.flush();
+  private dataFlushScheduled = false;
+  private readonly dataFlushBound = (): void => {
+    this.dataFlushScheduled = false;
+    if (!this.flushScheduled) this.flush();
+  };
+  /** The packet a flush is filling. */
+  private w: PacketWriter | undefined;
+  /** What the sender writes DATA through: made once (a closure per flush cost more than it did). */
+  private readonly out: PacketSource = {
+    current: () => this.w,
+    next: () => this.nextPacket(),
+  };
 
   constructor(p: AssociationParams) {
     super();
@@ -232,7 +249,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     sender.enqueue(streamId, (m.ppid ?? 0) >>> 0, m.unordered === true, m.data);
     this.counters.messagesOut++;
     this.counters.bytesOut += len;
-    this.scheduleFlush();
+    this.scheduleDataFlush();
     if (sender.bufferedBytes >= this.opt.sendHighWaterMark) {
       this.needDrain = true;
       return false;
@@ -384,7 +401,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
         this.t2.start(this.rto);
       }
     }
-    if (this.sackNow || this.ctrl.length > 0 || this.sender?.hasWork === true) this.scheduleFlush();
+    if (this.sackNow || this.ctrl.length > 0) this.scheduleFlush();
+    else if (this.sender?.hasWork === true) this.scheduleDataFlush();
   }
 
   private onData(c: RawChunk): void {
@@ -469,7 +487,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       this.emit('drain');
     }
     this.progressShutdown();
-    this.scheduleFlush();
+    if (this.fastRtxPending || this.ctrl.length > 0) this.scheduleFlush();
+    else if (sender.hasWork) this.scheduleDataFlush();
   }
 
   private onInitAck(c: RawChunk): void {
@@ -725,6 +744,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (this.ctrl.length < 64) this.ctrl.push({ type, flags, value });
   }
 
+  /** A flush before anything else runs: a SACK or a control chunk is due. */
   private scheduleFlush(): void {
     if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -732,24 +752,41 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     }
   }
 
-  private transmit(packet: Buffer): void {
+  /**
+   * A flush once the event loop has handled the datagrams and callbacks at hand (setImmediate):
+   * for new DATA only (user sends, window opened by a SACK). Messages a relay forwards from several
+   * incoming packets, and the room several SACKs of one batch open, then go out as full packets in
+   * one flush instead of one part-filled packet per event. SACKs never wait for it.
+   */
+  private scheduleDataFlush(): void {
+    if (!this.flushScheduled && !this.dataFlushScheduled) {
+      this.dataFlushScheduled = true;
+      setImmediate(this.dataFlushBound);
+    }
+  }
+
+  private transmit(packet: Buffer, bulk = false): void {
     this.counters.packetsOut++;
-    this.host.transmit(this, packet);
+    this.host.transmit(this, packet, bulk);
+  }
+
+  /** Sends the packet being built (if it holds anything) and starts a new one. */
+  private nextPacket(): PacketWriter {
+    const w = this.w;
+    if (w !== undefined && w.chunks > 0) this.transmit(w.finish(), true);
+    this.w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
+    return this.w;
   }
 
   /** Bundles control chunks, the SACK, retransmissions and new DATA into packets and sends them. */
   private flush(): void {
     this.flushScheduled = false;
     if (this.isClosed || this.state === 'cookie-wait' || this.state === 'cookie-echoed') return;
-    let w: PacketWriter | undefined;
-    const next = (): PacketWriter => {
-      if (w !== undefined && w.chunks > 0) this.transmit(w.finish());
-      w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
-      return w;
-    };
-    const current = (): PacketWriter | undefined => w;
+    this.w = undefined;
     for (const c of this.ctrl) {
-      if (w === undefined || !w.raw(c.type, c.flags, c.value)) next().raw(c.type, c.flags, c.value);
+      const w = this.w as PacketWriter | undefined;
+      if (w === undefined || !w.raw(c.type, c.flags, c.value))
+        this.nextPacket().raw(c.type, c.flags, c.value);
     }
     this.ctrl.length = 0;
     const sender = this.sender as Sender;
@@ -763,17 +800,19 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       const gaps = receiver.gapBlocks();
       const dups = receiver.takeDuplicates();
       const rwnd = this.advertisedWindow();
+      const w = this.w as PacketWriter | undefined;
       if (w === undefined || !w.sack(receiver.cumTsn, rwnd, gaps, dups))
-        next().sack(receiver.cumTsn, rwnd, gaps, dups);
+        this.nextPacket().sack(receiver.cumTsn, rwnd, gaps, dups);
       this.lastAdvertised = rwnd;
       this.sackNow = false;
       this.packetsSinceSack = 0;
       this.sackTimer.stop();
     }
-    if (sendsData) sender.write(next, current, this.fastRtxPending);
+    if (sendsData) sender.write(this.out, this.fastRtxPending);
     this.fastRtxPending = false;
-    if (w !== undefined && (w as PacketWriter).chunks > 0)
-      this.transmit((w as PacketWriter).finish());
+    const last = this.w as PacketWriter | undefined;
+    this.w = undefined;
+    if (last !== undefined && last.chunks > 0) this.transmit(last.finish(), true);
     this.counters.retransmits = sender.retransmits;
     if (sender.outstanding && this.state !== 'shutdown-sent' && this.state !== 'shutdown-ack-sent')
       this.t3.ensure(sender.rto);
@@ -808,11 +847,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   finish(reason: SctpCloseReason, detail: string): void {
     if (this.isClosed) return;
     this.state = 'closed';
-    this.t1.stop();
-    this.t2.stop();
-    this.t3.stop();
-    this.sackTimer.stop();
-    this.hbTimer.stop();
+    this.t1.cancel();
+    this.t2.cancel();
+    this.t3.cancel();
+    this.sackTimer.cancel();
+    this.hbTimer.cancel();
     const unsentBytes = this.sender?.clear() ?? 0;
     this.queue.length = 0;
     this.queueHead = 0;

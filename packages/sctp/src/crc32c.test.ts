@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { crc32c, sctpChecksum, verifySctpChecksum, writeSctpChecksum } from './crc32c.js';
+import {
+  crc32c,
+  crc32cBytes,
+  crc32cJs,
+  crc32cUsesWasm,
+  sctpChecksum,
+  verifySctpChecksum,
+  writeSctpChecksum,
+} from './crc32c.js';
 
 /** Bitwise reference, one byte and one bit at a time, to check the sliced tables against. */
 function slowCrc(data: Uint8Array): number {
@@ -27,6 +35,41 @@ describe('crc32c', () => {
       for (let len = 0; len <= 40; len++) {
         expect(crc32c(data, start, start + len)).toBe(slowCrc(data.subarray(start, start + len)));
       }
+    }
+  });
+
+  it('agrees with the reference on the word path: lengths up to 100 at every alignment', () => {
+    const pool = Buffer.allocUnsafe(256);
+    for (let i = 0; i < pool.length; i++) pool[i] = (i * 89 + 3) & 0xff;
+    for (let offset = 0; offset < 8; offset++) {
+      const data = pool.subarray(offset, offset + 120);
+      for (let start = 0; start < 5; start++) {
+        for (let len = 0; len <= 100; len += 1) {
+          const want = slowCrc(data.subarray(start, start + len));
+          expect(crc32c(data, start, start + len)).toBe(want);
+          expect(crc32cJs(data, start, start + len)).toBe(want);
+          expect(crc32cBytes(data, start, start + len)).toBe(want);
+        }
+      }
+    }
+    const packet = Uint8Array.from({ length: 1472 }, (_, i) => (i * 7 + 1) & 0xff);
+    expect(crc32c(packet)).toBe(slowCrc(packet));
+    expect(crc32cBytes(packet)).toBe(slowCrc(packet));
+    expect(crc32cJs(packet)).toBe(slowCrc(packet));
+  });
+
+  it('uses WebAssembly here, in pieces for long inputs, with the same results', () => {
+    expect(crc32cUsesWasm).toBe(true);
+    const big = Uint8Array.from({ length: 200_000 }, (_, i) => (i * 13 + (i >> 9)) & 0xff);
+    expect(crc32c(big)).toBe(slowCrc(big));
+    expect(crc32c(big, 5, 150_001, 0x1234)).toBe(crc32cJs(big, 5, 150_001, 0x1234));
+    for (const len of [64, 65, 1472, 9000, 65_535, 65_536, 65_537, 70_000]) {
+      const packet = Buffer.from(big.subarray(3, 3 + len));
+      const zeroed = Buffer.from(packet);
+      zeroed.fill(0, 8, 12);
+      expect(sctpChecksum(packet)).toBe(slowCrc(zeroed));
+      // The packet itself is left as it was (the field is zeroed in the module's copy only).
+      expect(packet.equals(Buffer.from(big.subarray(3, 3 + len)))).toBe(true);
     }
   });
 

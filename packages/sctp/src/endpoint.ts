@@ -201,8 +201,8 @@ export class SctpEndpoint implements AssociationHost {
   }
 
   /** {@link AssociationHost}: sends an association's packet to its peer's current UDP port. */
-  transmit(a: Association, packet: Buffer): void {
-    this.sendRaw(packet, a.remoteEncapsulationPort, a.remoteAddress);
+  transmit(a: Association, packet: Buffer, bulk?: boolean): void {
+    this.sendRaw(packet, a.remoteEncapsulationPort, a.remoteAddress, bulk);
   }
 
   /** {@link AssociationHost}: forgets a closed association. */
@@ -219,11 +219,12 @@ export class SctpEndpoint implements AssociationHost {
     this.release();
   }
 
-  private sendRaw(packet: Buffer, port: number, address: string): void {
+  private sendRaw(packet: Buffer, port: number, address: string, bulk?: boolean): void {
     if (this.closed) return;
     this.counters.datagramsOut++;
     try {
-      this.socket.send(packet, port, address, this.onSendDone);
+      if (bulk) this.socket.send(packet, port, address);
+      else this.socket.send(packet, port, address, this.onSendDone);
     } catch {
       this.counters.sendErrors++;
     }

@@ -36,6 +36,35 @@ describe('userspace engine over UDP loopback', () => {
     expect(listener.associationCount).toBe(20);
   });
 
+  it('gives an association asking for it a connected UDP socket of its own', async () => {
+    const address = randomLoopback();
+    const encapsulationPort = randomPort();
+    const listener = await engine().listen({ address, port: 5000, encapsulationPort });
+    listener.on('association', (a) => a.on('message', (m) => a.send(m)));
+    const e = engine();
+    const target = { address, port: 5000, encapsulationPort, localAddress: '127.0.0.1' };
+    const shared = await e.connect(target);
+    const own = await Promise.all([
+      e.connect({ ...target, connectedSocket: true }),
+      e.connect({ ...target, connectedSocket: true }),
+    ]);
+    const ports = new Set([shared, ...own].map((c) => c.localEncapsulationPort));
+    expect(ports.size).toBe(3);
+    const got = own.map(collect);
+    for (const [i, c] of own.entries())
+      c.send({ ppid: i, data: Buffer.alloc(5000 + i, i), unordered: i === 1 });
+    await waitFor(() => got.every((g) => g.length === 1), 5_000, 'every echo');
+    for (const [i, g] of got.entries()) {
+      expect(g[0]?.data.length).toBe(5000 + i);
+      expect(g[0]?.ppid).toBe(i);
+    }
+    const closed = new Promise((r) => own[0]?.once('close', r));
+    own[0]?.shutdown();
+    await closed;
+    expect(own[0]?.closeInfo?.reason).toBe('shutdown');
+    await waitFor(() => listener.associationCount === 2, 5_000, 'the server side closed too');
+  });
+
   it('fails fast connecting to a port nobody listens on, and refuses past maxAssociations', async () => {
     const address = randomLoopback();
     const encapsulationPort = randomPort();

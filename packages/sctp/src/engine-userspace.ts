@@ -97,18 +97,16 @@ export class UserspaceSctpEngine implements SctpEngine {
     const target = `${o.address}:${o.port}`;
     const opts = this.resolve(o.association);
     const localAddress = o.localAddress ?? (isIPv6(o.address) ? '::' : '0.0.0.0');
-    const ep = await this.pool.acquire(localAddress, o.localEncapsulationPort ?? 0);
+    const remoteEncapsulationPort = o.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT;
+    const ep =
+      o.connectedSocket === true && o.localEncapsulationPort === undefined
+        ? await this.pool.connected(localAddress, o.address, remoteEncapsulationPort)
+        : await this.pool.acquire(localAddress, o.localEncapsulationPort ?? 0);
     let a: Association;
     try {
       o.signal?.throwIfAborted();
       const localPort = o.localPort ?? pickPort(ep);
-      a = ep.connect(
-        opts,
-        o.address,
-        o.port,
-        o.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
-        localPort,
-      );
+      a = ep.connect(opts, o.address, o.port, remoteEncapsulationPort, localPort);
     } finally {
       ep.release();
     }

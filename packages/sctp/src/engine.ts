@@ -44,6 +44,15 @@ export interface SctpConnectOptions {
   readonly localEncapsulationPort?: number;
   /** Local SCTP port. Default: a free one in 49152..65535. */
   readonly localPort?: number;
+  /**
+   * Gives the association a UDP socket of its own, connected to the peer's address and
+   * encapsulation port, instead of the shared ephemeral one: each packet sent costs about a third
+   * less (the kernel keeps the route, Node skips its per-send address lookup), for one file
+   * descriptor per association. The peer must answer from the UDP port it is sent to (RFC 6951
+   * stacks do: they send from their tunneling port); the kernel drops anything from another port.
+   * Ignored with `localEncapsulationPort`, and by engines without UDP sockets (raw). Default false.
+   */
+  readonly connectedSocket?: boolean;
   /** Aborts the attempt (and the association if it is still being set up). */
   readonly signal?: AbortSignal;
   /** Per-association parameters (engine defaults otherwise). */

@@ -29,6 +29,14 @@ export interface OutChunk {
   missCount: number;
 }
 
+/** Where {@link Sender.write} puts chunks: the packet being filled, or a fresh one. */
+export interface PacketSource {
+  /** The packet being filled, if any. */
+  current(): PacketWriter | undefined;
+  /** Sends the current packet and returns an empty one. */
+  next(): PacketWriter;
+}
+
 /** RTO and congestion parameters. */
 export interface SenderConfig {
   /** Bytes of DATA user data per chunk (the MTU less IP, UDP, common and DATA headers). */
@@ -140,20 +148,16 @@ export class Sender {
   }
 
   /**
-   * Writes retransmissions, then new chunks, into `next()`'s packets while the congestion and
+   * Writes retransmissions, then new chunks, into `out`'s packets while the congestion and
    * receive windows allow. `fastRtxBudget` lets one packet of fast retransmissions out regardless
    * of cwnd (§7.2.4). Returns true if anything was written.
    */
-  write(
-    next: () => PacketWriter,
-    current: () => PacketWriter | undefined,
-    fastRtxBudget: boolean,
-  ): boolean {
+  write(out: PacketSource, fastRtxBudget: boolean): boolean {
     let wrote = false;
     const now = this.now();
     if (this.markedCount > 0) {
       let allowance = fastRtxBudget ? this.cfg.mtu : 0;
-      let w = current();
+      let w = out.current();
       for (let i = this.inflightHead; i < this.inflight.length; i++) {
         const c = this.inflight[i] as OutChunk;
         if (this.markedCount === 0) break;
@@ -163,7 +167,7 @@ export class Sender {
           if (allowance < size) break;
           allowance -= size;
         }
-        if (w === undefined || w.room() < size) w = next();
+        if (w === undefined || w.room() < size) w = out.next();
         w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data);
         c.marked = false;
         this.markedCount--;
@@ -177,13 +181,20 @@ export class Sender {
       }
     }
     if (this.markedCount > 0) return wrote;
-    let w = current();
+    let w = out.current();
+    // cwnd is checked when a packet is started, not per chunk: a started packet is filled, so the
+    // flight may pass cwnd by less than one packet, as RFC 9260 §6.1 B allows (cwnd + PMTU - 1),
+    // and small messages go out in full packets instead of a part-filled one per window update.
+    let fits = false;
     while (this.pendingHead < this.pending.length) {
       const c = this.pending[this.pendingHead] as OutChunk;
-      if (this.flightSize >= this.cwnd) break;
       if (this.peerRwnd < c.data.length && this.flightSize > 0) break;
       const size = c.data.length + 16;
-      if (w === undefined || w.room() < size) w = next();
+      if (!fits || w === undefined || w.room() < size) {
+        if (this.flightSize >= this.cwnd) break;
+        if (w === undefined || w.room() < size) w = out.next();
+        fits = true;
+      }
       w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data);
       this.pending[this.pendingHead] = undefined as unknown as OutChunk;
       this.pendingHead++;

@@ -4,7 +4,7 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { isIPv6 } from 'node:net';
-import { type EndpointSettings, SctpEndpoint } from './endpoint.js';
+import { type DatagramSocket, type EndpointSettings, SctpEndpoint } from './endpoint.js';
 
 /** Settings of the pool. */
 export interface UdpPoolSettings extends Omit<EndpointSettings, 'onIdle'> {
@@ -15,6 +15,8 @@ export interface UdpPoolSettings extends Omit<EndpointSettings, 'onIdle'> {
 /** See the module comment. */
 export class UdpEndpointPool {
   private readonly endpoints = new Map<string, Promise<SctpEndpoint>>();
+  /** The endpoints of {@link connected}, until they go idle. */
+  private readonly own = new Set<SctpEndpoint>();
 
   constructor(private readonly settings: UdpPoolSettings) {}
 
@@ -37,6 +39,68 @@ export class UdpEndpointPool {
     return ep;
   }
 
+  /**
+   * An endpoint of its own for one outgoing association: a fresh socket bound to (address, any
+   * port) and connected to the peer's (remoteAddress, remotePort). Not pooled; it closes once its
+   * association is gone (after the idle linger), like any endpoint. The caller gets one reference.
+   */
+  async connected(
+    address: string,
+    remoteAddress: string,
+    remotePort: number,
+  ): Promise<SctpEndpoint> {
+    const socket: Socket = createSocket({ type: isIPv6(address) ? 'udp6' : 'udp4' });
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error): void => {
+        socket.close();
+        reject(err);
+      };
+      socket.once('error', onError);
+      socket.bind({ address, port: 0, exclusive: true }, () => {
+        socket.connect(remotePort, remoteAddress, () => {
+          socket.off('error', onError);
+          resolve();
+        });
+      });
+    });
+    this.setBuffers(socket);
+    // A connected socket refuses an address on send: the adapter drops it (it is the peer's anyway).
+    const adapter: DatagramSocket = {
+      send: (msg, _port, _address, callback) => {
+        if (callback) socket.send(msg, callback);
+        else socket.send(msg);
+      },
+      close: (callback) => socket.close(callback),
+    };
+    const ep: SctpEndpoint = new SctpEndpoint(adapter, address, socket.address().port, {
+      ...this.settings,
+      onIdle: () => this.own.delete(ep),
+    });
+    this.own.add(ep);
+    this.wire(socket, ep, `${address}:${socket.address().port} to ${remoteAddress}:${remotePort}`);
+    ep.retain();
+    return ep;
+  }
+
+  private setBuffers(socket: Socket): void {
+    const bytes = this.settings.udpBufferBytes ?? 4 << 20;
+    if (bytes > 0) {
+      try {
+        socket.setRecvBufferSize(bytes);
+        socket.setSendBufferSize(bytes);
+      } catch {
+        // capped or refused by the kernel: the defaults stay
+      }
+    }
+  }
+
+  private wire(socket: Socket, ep: SctpEndpoint, name: string): void {
+    socket.on('message', (msg, rinfo) => ep.receive(msg, rinfo.address, rinfo.port));
+    socket.on('error', (err) =>
+      this.settings.onWarning?.(`SCTP UDP socket ${name}: ${err.message}`),
+    );
+  }
+
   private open(address: string, port: number, key: string): Promise<SctpEndpoint> {
     const socket: Socket = createSocket({ type: isIPv6(address) ? 'udp6' : 'udp4' });
     return new Promise<SctpEndpoint>((resolve, reject) => {
@@ -47,23 +111,12 @@ export class UdpEndpointPool {
       socket.once('error', onError);
       socket.bind({ address, port, exclusive: true }, () => {
         socket.off('error', onError);
-        const bytes = this.settings.udpBufferBytes ?? 4 << 20;
-        if (bytes > 0) {
-          try {
-            socket.setRecvBufferSize(bytes);
-            socket.setSendBufferSize(bytes);
-          } catch {
-            // capped or refused by the kernel: the defaults stay
-          }
-        }
+        this.setBuffers(socket);
         const ep = new SctpEndpoint(socket, address, socket.address().port, {
           ...this.settings,
           onIdle: () => this.endpoints.delete(key),
         });
-        socket.on('message', (msg, rinfo) => ep.receive(msg, rinfo.address, rinfo.port));
-        socket.on('error', (err) =>
-          this.settings.onWarning?.(`SCTP UDP socket ${address}:${port}: ${err.message}`),
-        );
+        this.wire(socket, ep, `${address}:${port}`);
         resolve(ep);
       });
     });
@@ -71,7 +124,7 @@ export class UdpEndpointPool {
 
   /** Every endpoint currently open. */
   async all(): Promise<SctpEndpoint[]> {
-    const out: SctpEndpoint[] = [];
+    const out: SctpEndpoint[] = [...this.own];
     for (const p of this.endpoints.values()) {
       try {
         out.push(await p);
