@@ -12,6 +12,7 @@ import { recordChannel } from '../test-support/record-channel.js';
 import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
 import { TcpProxySocket, type TcpProxySocketOptions } from './proxy-socket-tcp.js';
+import type { TcpConnection } from './tcp-connection.js';
 import { RELAY_LARGE_BUFFER_BYTES } from './tcp-relay.js';
 
 const svc = { namespace: 'ns', name: 'web', port: 'http' };
@@ -385,9 +386,80 @@ describe('TcpProxySocket', () => {
         expect(out, `keepAliveMs ${keepAliveMs}`).toContain(`${HOST}:${port}`);
         if (keepAliveMs > 0) expect(out).toMatch(/timer:\(keepalive,1[0-5]sec/);
         else expect(out).not.toContain('keepalive');
+        // The dialled leg: keep-alive is set on it once the relay has started.
+        const leg = execFileSync(
+          'ss',
+          ['-tnoH', 'state', 'established', `( dport = :${backend.port} )`],
+          { encoding: 'utf8' },
+        );
+        expect(leg, `keepAliveMs ${keepAliveMs}`).toContain(`:${backend.port}`);
+        if (keepAliveMs > 0) expect(leg).toMatch(/timer:\(keepalive,1[0-5]sec/);
+        else expect(leg).not.toContain('keepalive');
+        c.destroy();
+        await waitFor(() => backend.sockets.size === 0, 5_000, 'the relay closed');
       }
     },
   );
+
+  it('reads the request while the dial is in flight, writes it first once connected, and carries a FIN that came meanwhile', async () => {
+    const backend = await server((s) => {
+      let got = '';
+      s.on('data', (d: Buffer) => {
+        got += d.toString();
+      });
+      s.on('end', () => s.end(`got:${got}`));
+    });
+    const accepted: TcpConnection[] = [];
+    let readWhenConnected = -1;
+    const { socket } = await proxy([backend.endpoint], {
+      acceptPolicy: () => ({
+        accept: (conn) => {
+          accepted.push(conn as TcpConnection);
+          return 'proxy';
+        },
+      }),
+      connect: (options) =>
+        delayConnect(net.connect(options), 150, () => {
+          readWhenConnected = accepted[0]?.client.bytesRead ?? -1;
+        }),
+    });
+    const c = await client(socket);
+    c.end('hello');
+    const answer = await readToEnd(c);
+    expect(answer.data.toString()).toBe('got:hello');
+    expect(answer.ended).toBe('end');
+    // The request and its FIN were read before the endpoint connected.
+    expect(readWhenConnected).toBe(5);
+  });
+
+  it('reads at most 8 KiB of a client while its dial is in flight, then every byte once relaying', async () => {
+    let received = 0;
+    const backend = await server((s) => {
+      s.on('data', (d: Buffer) => {
+        received += d.length;
+      });
+    });
+    const accepted: TcpConnection[] = [];
+    let readWhenConnected = -1;
+    const { socket } = await proxy([backend.endpoint], {
+      acceptPolicy: () => ({
+        accept: (conn) => {
+          accepted.push(conn as TcpConnection);
+          return 'proxy';
+        },
+      }),
+      connect: (options) =>
+        delayConnect(net.connect(options), 300, () => {
+          readWhenConnected = accepted[0]?.client.bytesRead ?? -1;
+        }),
+    });
+    const c = await client(socket);
+    const total = 1024 * 1024;
+    c.write(Buffer.alloc(total, 7));
+    await waitFor(() => received === total, 10_000, 'every byte at the backend');
+    expect(readWhenConnected).toBeGreaterThan(0);
+    expect(readWhenConnected).toBeLessThan(2 * 4096);
+  });
 
   it('applies back-pressure: a backend that does not read stalls the client, nothing piles up in the proxy', async () => {
     const backendSockets: net.Socket[] = [];
@@ -432,6 +504,23 @@ describe('TcpProxySocket', () => {
     await waitFor(() => c.writableLength === 0, 10_000, 'flow resumes');
   });
 });
+
+/**
+ * Holds back a dial attempt's 'connect' for `ms` (the handshake itself is instant on loopback), and
+ * calls `onConnect` just before it is let through.
+ */
+function delayConnect(leg: net.Socket, ms: number, onConnect: () => void): net.Socket {
+  const emit = leg.emit.bind(leg);
+  leg.emit = ((event: string | symbol, ...args: unknown[]): boolean => {
+    if (event !== 'connect') return emit(event, ...args);
+    setTimeout(() => {
+      onConnect();
+      emit(event, ...args);
+    }, ms);
+    return true;
+  }) as typeof leg.emit;
+  return leg;
+}
 
 /** The kernel's largest TCP buffer of one kind (`tcp_wmem` or `tcp_rmem`), bytes; 32 MiB if unknown. */
 function maxBuffer(kind: 'tcp_wmem' | 'tcp_rmem'): number {

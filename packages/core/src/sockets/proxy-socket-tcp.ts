@@ -59,8 +59,9 @@ const reportedFallbacks = new Set<string>();
  * The default TCP proxy socket. Every accepted connection dials its endpoint on its own, so the
  * accept path never waits on a dial (the reference dialled inside its accept loop: one dead
  * endpoint stalled every client of the Service for up to 3.75 s, kubernetes#12242, #47122). The
- * listener is created with `pauseOnConnect`, so nothing is read from a client before its backend is
- * connected (or, for a held client, before the accept policy holds it). Accept failures (EMFILE and
+ * listener is created with `pauseOnConnect`, so nothing is read from a client before the accept
+ * policy decides; a proxied client is then read while its dial is in flight (a few KiB at most,
+ * see {@link TcpConnection.dial}), a held one into its hold buffer. Accept failures (EMFILE and
  * the like) pause accepting with a doubling back-off instead of crashing (quirk 12,
  * kubernetes#16079).
  */
@@ -189,19 +190,20 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return Promise.resolve();
   }
 
-  /** TcpConnectionOwner: one dial attempt; a property, so connections pass it on without a closure. */
-  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket => {
-    const keepAliveMs = this.#opts.keepAliveMs;
-    return this.#connect({
+  /**
+   * TcpConnectionOwner: one dial attempt; a property, so connections pass it on without a closure.
+   * Keep-alive is not among the options: `dialed` sets it once the relay has started, so its four
+   * setsockopt(2) calls are not between the connect and the client's first bytes (an attempt that
+   * fails never needed them either).
+   */
+  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket =>
+    this.#connect({
       host: target.host,
       port: target.port,
       noDelay: true,
-      keepAlive: keepAliveMs > 0,
-      keepAliveInitialDelay: keepAliveMs,
       allowHalfOpen: true,
       onread: RELAY_ONREAD,
     });
-  };
 
   /** TcpConnectionOwner: the client leg on the copy-free read path; a fallback is reported. */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
@@ -274,6 +276,14 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       return;
     }
     conn.endpoint = ep ?? '';
+    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
+    // Relaying first: the client's first bytes (read while the dial was in flight) go to the
+    // endpoint now, and what follows (the message's getpeername(2), keep-alive's four
+    // setsockopt(2), the fallback check) runs while the endpoint answers, not before. The relay
+    // never ends synchronously in `relay`, so connectionOpen still comes before connectionClose.
+    conn.relay(backend);
+    const keepAliveMs = this.#opts.keepAliveMs;
+    if (keepAliveMs > 0 && !backend.destroyed) backend.setKeepAlive(true, keepAliveMs);
     if (!conn.backendUsesOnread) this.#fallback('endpoint', 'data-events');
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
@@ -284,8 +294,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       };
       channels.connectionOpen.publish(message);
     }
-    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
-    conn.relay(backend);
   }
 
   /** TcpConnectionOwner: the policy refused `conn`. */
