@@ -58,6 +58,31 @@ async function proxy(
   return loop ? { socket, lb, info, loop } : { socket, lb, info };
 }
 
+/**
+ * A proxy whose dial attempts connect `ms` late, and how many bytes its first client's socket had
+ * read when the attempt connected (-1 before).
+ */
+async function proxyWithSlowDial(
+  endpoint: string,
+  ms: number,
+): Promise<{ socket: TcpProxySocket; readWhenConnected: () => number }> {
+  const accepted: TcpConnection[] = [];
+  let read = -1;
+  const { socket } = await proxy([endpoint], {
+    acceptPolicy: () => ({
+      accept: (conn) => {
+        accepted.push(conn as TcpConnection);
+        return 'proxy';
+      },
+    }),
+    connect: (options) =>
+      delayConnect(net.connect(options), ms, () => {
+        read = accepted[0]?.client.bytesRead ?? -1;
+      }),
+  });
+  return { socket, readWhenConnected: () => read };
+}
+
 async function client(socket: TcpProxySocket): Promise<net.Socket> {
   const c = await connectTcp(socket.addr().port, HOST);
   c.on('error', () => {});
@@ -409,27 +434,14 @@ describe('TcpProxySocket', () => {
       });
       s.on('end', () => s.end(`got:${got}`));
     });
-    const accepted: TcpConnection[] = [];
-    let readWhenConnected = -1;
-    const { socket } = await proxy([backend.endpoint], {
-      acceptPolicy: () => ({
-        accept: (conn) => {
-          accepted.push(conn as TcpConnection);
-          return 'proxy';
-        },
-      }),
-      connect: (options) =>
-        delayConnect(net.connect(options), 150, () => {
-          readWhenConnected = accepted[0]?.client.bytesRead ?? -1;
-        }),
-    });
-    const c = await client(socket);
+    const slow = await proxyWithSlowDial(backend.endpoint, 150);
+    const c = await client(slow.socket);
     c.end('hello');
     const answer = await readToEnd(c);
     expect(answer.data.toString()).toBe('got:hello');
     expect(answer.ended).toBe('end');
     // The request and its FIN were read before the endpoint connected.
-    expect(readWhenConnected).toBe(5);
+    expect(slow.readWhenConnected()).toBe(5);
   });
 
   it('reads at most 8 KiB of a client while its dial is in flight, then every byte once relaying', async () => {
@@ -439,26 +451,13 @@ describe('TcpProxySocket', () => {
         received += d.length;
       });
     });
-    const accepted: TcpConnection[] = [];
-    let readWhenConnected = -1;
-    const { socket } = await proxy([backend.endpoint], {
-      acceptPolicy: () => ({
-        accept: (conn) => {
-          accepted.push(conn as TcpConnection);
-          return 'proxy';
-        },
-      }),
-      connect: (options) =>
-        delayConnect(net.connect(options), 300, () => {
-          readWhenConnected = accepted[0]?.client.bytesRead ?? -1;
-        }),
-    });
-    const c = await client(socket);
+    const slow = await proxyWithSlowDial(backend.endpoint, 300);
+    const c = await client(slow.socket);
     const total = 1024 * 1024;
     c.write(Buffer.alloc(total, 7));
     await waitFor(() => received === total, 10_000, 'every byte at the backend');
-    expect(readWhenConnected).toBeGreaterThan(0);
-    expect(readWhenConnected).toBeLessThan(2 * 4096);
+    expect(slow.readWhenConnected()).toBeGreaterThan(0);
+    expect(slow.readWhenConnected()).toBeLessThan(2 * 4096);
   });
 
   it('applies back-pressure: a backend that does not read stalls the client, nothing piles up in the proxy', async () => {
