@@ -9,6 +9,7 @@ import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
 import { type FakeServiceInfo, fakeServiceInfo } from '../test-support/fake-service-info.js';
 import { connectTcp, readBytes, readToEnd } from '../test-support/net-clients.js';
 import { recordChannel } from '../test-support/record-channel.js';
+import { delayConnect } from '../test-support/slow-dial.js';
 import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
 import { TcpProxySocket, type TcpProxySocketOptions } from './proxy-socket-tcp.js';
@@ -503,23 +504,6 @@ describe('TcpProxySocket', () => {
     await waitFor(() => c.writableLength === 0, 10_000, 'flow resumes');
   });
 });
-
-/**
- * Holds back a dial attempt's 'connect' for `ms` (the handshake itself is instant on loopback), and
- * calls `onConnect` just before it is let through.
- */
-function delayConnect(leg: net.Socket, ms: number, onConnect: () => void): net.Socket {
-  const emit = leg.emit.bind(leg);
-  leg.emit = ((event: string | symbol, ...args: unknown[]): boolean => {
-    if (event !== 'connect') return emit(event, ...args);
-    setTimeout(() => {
-      onConnect();
-      emit(event, ...args);
-    }, ms);
-    return true;
-  }) as typeof leg.emit;
-  return leg;
-}
 
 /** The kernel's largest TCP buffer of one kind (`tcp_wmem` or `tcp_rmem`), bytes; 32 MiB if unknown. */
 function maxBuffer(kind: 'tcp_wmem' | 'tcp_rmem'): number {

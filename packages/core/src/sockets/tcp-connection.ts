@@ -47,7 +47,9 @@ function onHeldData(this: HeldSocket, chunk: Buffer): void {
 // A FIN after a request may be a client that half-closed and waits for its answer (kept); a FIN
 // with nothing sent is a client that gave up: nothing could ever answer it.
 function onHeldEnd(this: HeldSocket): void {
-  if (this[kHeldBy]?.heldBytes === 0) this.destroy();
+  const conn = this[kHeldBy];
+  // While its hand-over dials, the FIN is carried through once relaying starts.
+  if (conn?.state === 'held' && conn.heldBytes === 0) this.destroy();
 }
 function onHeldClose(this: HeldSocket): void {
   this[kHeldBy]?.heldClosed();
@@ -81,10 +83,12 @@ export class TcpConnection
   backendUsesOnread = false;
   endpoint = '';
   #state: AcceptedConnectionState = 'new';
-  /** What a held client sent (undefined until its first byte, and once no longer held). */
+  /**
+   * What a held client sent (undefined until its first byte): kept through its hand-over dial, and
+   * written to the endpoint first when relaying starts.
+   */
   #heldChunks: Buffer[] | undefined;
   #heldBytes = 0;
-  #early: Buffer[] | undefined;
   /** One listener, or several: most connections have none or one (an idler's). */
   #closeListeners: CloseListener | CloseListener[] | undefined;
   /** `proxy(onDialEnd)`'s callback, until the dial has ended. */
@@ -107,8 +111,7 @@ export class TcpConnection
   }
 
   get heldBytes(): number {
-    if (this.#state === 'held') return this.#heldBytes;
-    return this.#early === undefined ? 0 : byteLength(this.#early);
+    return (this.client as HeldSocket)[kHeldBy] === this ? this.#heldBytes : 0;
   }
 
   get address(): string {
@@ -171,7 +174,7 @@ export class TcpConnection
 
   /** A held client's bytes (the shared 'data' listener; not for callers). */
   heldData(chunk: Buffer): void {
-    if (this.#state !== 'held') return;
+    if (this.#state !== 'held' && this.#state !== 'dialling') return;
     const kept = chunk.length <= HELD_COPY_BYTES ? Buffer.from(chunk) : chunk;
     if (this.#heldChunks === undefined) this.#heldChunks = [kept];
     else this.#heldChunks.push(kept);
@@ -185,11 +188,14 @@ export class TcpConnection
     this.markClosed();
   }
 
+  /**
+   * The hand-over. The client stays as it was held while the dial is in flight: still read into
+   * its hold buffer (no pause, and no read restarted when relaying starts: two epoll_ctl(2) calls
+   * and a trip through the stream machinery saved per client), and a close is seen at once.
+   */
   proxy(onDialEnd?: (connected: boolean) => void): boolean {
     if (this.#state !== 'held') return false;
     this.#dialEnd = onDialEnd;
-    this.#early = this.#release();
-    this.client.pause();
     this.#state = 'dialling';
     dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
     return true;
@@ -205,7 +211,6 @@ export class TcpConnection
       default: {
         const unanswered = this.heldBytes > 0 || this.#state === 'dialling';
         this.#release();
-        this.#early = undefined;
         if (unanswered && !this.client.destroyed) this.client.resetAndDestroy();
         else this.client.destroy();
         this.owner.refused(this, reason);
@@ -229,7 +234,6 @@ export class TcpConnection
         return;
       default:
         this.#release();
-        this.#early = undefined;
         if (!this.client.destroyed) this.client.resetAndDestroy();
         this.markClosed();
     }
@@ -268,8 +272,7 @@ export class TcpConnection
   relay(backend: net.Socket): void {
     this.#state = 'relaying';
     if (this.#dialEnd !== undefined) this.#endDial(true);
-    const early = this.#early;
-    this.#early = undefined;
+    const early = this.#release();
     this.start(
       this.client,
       backend,
@@ -324,10 +327,4 @@ export class TcpConnection
     this.#heldBytes = 0;
     return chunks;
   }
-}
-
-function byteLength(chunks: readonly Buffer[]): number {
-  let n = 0;
-  for (const chunk of chunks) n += chunk.length;
-  return n;
 }
