@@ -190,8 +190,8 @@ export class TcpConnection
 
   /**
    * The hand-over. The client stays as it was held while the dial is in flight: still read into
-   * its hold buffer (no pause, and no read restarted when relaying starts: two epoll_ctl(2) calls
-   * and a trip through the stream machinery saved per client), and a close is seen at once.
+   * its hold buffer (no pause, and no read restarted when relaying starts: a trip through the
+   * stream's pause and resume saved per client), and a close is seen at once.
    */
   proxy(onDialEnd?: (connected: boolean) => void): boolean {
     if (this.#state !== 'held') return false;
