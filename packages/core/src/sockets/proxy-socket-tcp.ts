@@ -59,11 +59,10 @@ const reportedFallbacks = new Set<string>();
  * The default TCP proxy socket. Every accepted connection dials its endpoint on its own, so the
  * accept path never waits on a dial (the reference dialled inside its accept loop: one dead
  * endpoint stalled every client of the Service for up to 3.75 s, kubernetes#12242, #47122). The
- * listener is created with `pauseOnConnect`, so nothing is read from a client before the accept
- * policy decides; a proxied client is then read while its dial is in flight (a few KiB at most,
- * see {@link TcpConnection.dial}), a held one into its hold buffer. Accept failures (EMFILE and
- * the like) pause accepting with a doubling back-off instead of crashing (quirk 12,
- * kubernetes#16079).
+ * listener uses `pauseOnConnect`: nothing is read before the accept policy decides; then a proxied
+ * client is read while it dials (a few KiB, {@link TcpConnection.dial}), a held one into its hold
+ * buffer. Accept failures (EMFILE…) pause accepting with a doubling back-off instead of crashing
+ * (quirk 12, kubernetes#16079).
  */
 export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwner {
   readonly service: ProxySocketContext['servicePort'];
@@ -190,12 +189,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return Promise.resolve();
   }
 
-  /**
-   * TcpConnectionOwner: one dial attempt; a property, so connections pass it on without a closure.
-   * Keep-alive is not among the options: `dialed` sets it once the relay has started, so its four
-   * setsockopt(2) calls are not between the connect and the client's first bytes (an attempt that
-   * fails never needed them either).
-   */
+  /** TcpConnectionOwner: one dial attempt (keep-alive is set by `dialed`); a property, not a closure. */
   readonly connectEndpoint = (target: { host: string; port: number }): net.Socket =>
     this.#connect({
       host: target.host,
@@ -277,10 +271,9 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     }
     conn.endpoint = ep ?? '';
     this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
-    // Relaying first: the client's first bytes (read while the dial was in flight) go to the
-    // endpoint now, and what follows (the message's getpeername(2), keep-alive's four
-    // setsockopt(2), the fallback check) runs while the endpoint answers, not before. The relay
-    // never ends synchronously in `relay`, so connectionOpen still comes before connectionClose.
+    // Relaying first (the bytes read while dialling go out now); keep-alive's four setsockopt(2)
+    // and the message's getpeername(2) run while the endpoint answers. `relay` never ends
+    // synchronously, so connectionOpen still comes before connectionClose.
     conn.relay(backend);
     const keepAliveMs = this.#opts.keepAliveMs;
     if (keepAliveMs > 0 && !backend.destroyed) backend.setKeepAlive(true, keepAliveMs);
