@@ -43,7 +43,9 @@ export interface AcceptedConnection {
    * proxied or refused): then nothing happens. `onDialEnd`, when given, is called once when the
    * dial has ended: `true` once an endpoint answered (the relay starts), `false` when every attempt
    * failed or the connection closed first. An idler uses it to bound how many hand-over dials are
-   * in flight at once (each holds a descriptor and a dial timer).
+   * in flight at once (each holds a descriptor and a dial timer). The client is still read into
+   * its hold buffer while the dial is in flight, and one that goes away meanwhile closes the
+   * connection at once.
    */
   proxy(onDialEnd?: (connected: boolean) => void): boolean;
   /**

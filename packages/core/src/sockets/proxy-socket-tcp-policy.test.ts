@@ -1,4 +1,4 @@
-import type net from 'node:net';
+import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CHANNELS, type RefusedMessage } from '../diagnostics.js';
 import { noopLogger } from '../logger.js';
@@ -7,6 +7,7 @@ import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../test-support/fake-service-info.js';
 import { connectTcp, readBytes, readToEnd } from '../test-support/net-clients.js';
 import { recordChannel } from '../test-support/record-channel.js';
+import { delayConnect } from '../test-support/slow-dial.js';
 import { waitFor } from '../test-support/wait-for.js';
 import type { AcceptedConnection, AcceptPolicy, AcceptVerdict } from './accept-policy.js';
 import { TcpProxySocket, type TcpProxySocketOptions } from './proxy-socket-tcp.js';
@@ -86,6 +87,53 @@ describe('TcpProxySocket accept policy', () => {
     c.write('and later');
     expect((await readBytes(c, 21)).toString()).toBe('GET / early\nand later');
     expect(held.state).toBe('relaying');
+  });
+
+  it('keeps reading a handed-over client while its dial is in flight, its FIN carried after', async () => {
+    const backend = await echo();
+    const policy = new RecordingPolicy('hold');
+    let connected = false;
+    const { socket, lb } = await open(policy, [], {
+      connect: (options) =>
+        delayConnect(net.connect(options), 150, () => {
+          connected = true;
+        }),
+    });
+    const c = await client(socket);
+    c.write('early ');
+    await waitFor(() => policy.seen[0]?.heldBytes === 6, 5_000, 'early bytes held');
+    lb.setEndpoints(KEY, [backend.endpoint]);
+    const held = policy.seen[0] as AcceptedConnection;
+    expect(held.proxy()).toBe(true);
+    c.end('while dialling');
+    await waitFor(() => held.heldBytes === 20, 5_000, 'read during the dial');
+    expect(connected).toBe(false);
+    const { data, ended } = await readToEnd(c);
+    expect([data.toString(), ended]).toEqual(['early while dialling', 'end']);
+  });
+
+  it('drops a handed-over client that goes away while its dial is in flight, at once', async () => {
+    const backend = await echo();
+    const policy = new RecordingPolicy('hold');
+    let connected = false;
+    const { socket, lb } = await open(policy, [], {
+      connect: (options) =>
+        delayConnect(net.connect(options), 300, () => {
+          connected = true;
+        }),
+    });
+    const c = await client(socket);
+    c.write('x');
+    await waitFor(() => policy.seen[0]?.heldBytes === 1, 5_000, 'held');
+    lb.setEndpoints(KEY, [backend.endpoint]);
+    const ends: boolean[] = [];
+    policy.seen[0]?.proxy((ok) => ends.push(ok));
+    c.resetAndDestroy();
+    await waitFor(() => ends.length === 1, 5_000, 'dial ended');
+    expect(ends).toEqual([false]);
+    expect(connected).toBe(false);
+    expect(policy.seen[0]?.state).toBe('closed');
+    await waitFor(() => socket.activeConnections() === 0, 5_000, 'counted closed');
   });
 
   it('carries a FIN the client sent while held, after its bytes', async () => {

@@ -9,9 +9,11 @@ import { FakeLoadBalancer } from '../test-support/fake-load-balancer.js';
 import { type FakeServiceInfo, fakeServiceInfo } from '../test-support/fake-service-info.js';
 import { connectTcp, readBytes, readToEnd } from '../test-support/net-clients.js';
 import { recordChannel } from '../test-support/record-channel.js';
+import { delayConnect } from '../test-support/slow-dial.js';
 import { contextFor } from '../test-support/socket-context.js';
 import { waitFor } from '../test-support/wait-for.js';
 import { TcpProxySocket, type TcpProxySocketOptions } from './proxy-socket-tcp.js';
+import type { TcpConnection } from './tcp-connection.js';
 import { RELAY_LARGE_BUFFER_BYTES } from './tcp-relay.js';
 
 const svc = { namespace: 'ns', name: 'web', port: 'http' };
@@ -55,6 +57,31 @@ async function proxy(
   const info = fakeServiceInfo();
   const loop = serve ? socket.proxyLoop(info) : undefined;
   return loop ? { socket, lb, info, loop } : { socket, lb, info };
+}
+
+/**
+ * A proxy whose dial attempts connect `ms` late, and how many bytes its first client's socket had
+ * read when the attempt connected (-1 before).
+ */
+async function proxyWithSlowDial(
+  endpoint: string,
+  ms: number,
+): Promise<{ socket: TcpProxySocket; readWhenConnected: () => number }> {
+  const accepted: TcpConnection[] = [];
+  let read = -1;
+  const { socket } = await proxy([endpoint], {
+    acceptPolicy: () => ({
+      accept: (conn) => {
+        accepted.push(conn as TcpConnection);
+        return 'proxy';
+      },
+    }),
+    connect: (options) =>
+      delayConnect(net.connect(options), ms, () => {
+        read = accepted[0]?.client.bytesRead ?? -1;
+      }),
+  });
+  return { socket, readWhenConnected: () => read };
 }
 
 async function client(socket: TcpProxySocket): Promise<net.Socket> {
@@ -385,9 +412,54 @@ describe('TcpProxySocket', () => {
         expect(out, `keepAliveMs ${keepAliveMs}`).toContain(`${HOST}:${port}`);
         if (keepAliveMs > 0) expect(out).toMatch(/timer:\(keepalive,1[0-5]sec/);
         else expect(out).not.toContain('keepalive');
+        // The dialled leg: keep-alive is set on it once the relay has started.
+        const leg = execFileSync(
+          'ss',
+          ['-tnoH', 'state', 'established', `( dport = :${backend.port} )`],
+          { encoding: 'utf8' },
+        );
+        expect(leg, `keepAliveMs ${keepAliveMs}`).toContain(`:${backend.port}`);
+        if (keepAliveMs > 0) expect(leg).toMatch(/timer:\(keepalive,1[0-5]sec/);
+        else expect(leg).not.toContain('keepalive');
+        c.destroy();
+        await waitFor(() => backend.sockets.size === 0, 5_000, 'the relay closed');
       }
     },
   );
+
+  it('reads the request while the dial is in flight, writes it first once connected, and carries a FIN that came meanwhile', async () => {
+    const backend = await server((s) => {
+      let got = '';
+      s.on('data', (d: Buffer) => {
+        got += d.toString();
+      });
+      s.on('end', () => s.end(`got:${got}`));
+    });
+    const slow = await proxyWithSlowDial(backend.endpoint, 150);
+    const c = await client(slow.socket);
+    c.end('hello');
+    const answer = await readToEnd(c);
+    expect(answer.data.toString()).toBe('got:hello');
+    expect(answer.ended).toBe('end');
+    // The request and its FIN were read before the endpoint connected.
+    expect(slow.readWhenConnected()).toBe(5);
+  });
+
+  it('reads at most 8 KiB of a client while its dial is in flight, then every byte once relaying', async () => {
+    let received = 0;
+    const backend = await server((s) => {
+      s.on('data', (d: Buffer) => {
+        received += d.length;
+      });
+    });
+    const slow = await proxyWithSlowDial(backend.endpoint, 300);
+    const c = await client(slow.socket);
+    const total = 1024 * 1024;
+    c.write(Buffer.alloc(total, 7));
+    await waitFor(() => received === total, 10_000, 'every byte at the backend');
+    expect(slow.readWhenConnected()).toBeGreaterThan(0);
+    expect(slow.readWhenConnected()).toBeLessThan(2 * 4096);
+  });
 
   it('applies back-pressure: a backend that does not read stalls the client, nothing piles up in the proxy', async () => {
     const backendSockets: net.Socket[] = [];

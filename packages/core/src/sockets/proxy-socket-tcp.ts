@@ -59,10 +59,10 @@ const reportedFallbacks = new Set<string>();
  * The default TCP proxy socket. Every accepted connection dials its endpoint on its own, so the
  * accept path never waits on a dial (the reference dialled inside its accept loop: one dead
  * endpoint stalled every client of the Service for up to 3.75 s, kubernetes#12242, #47122). The
- * listener is created with `pauseOnConnect`, so nothing is read from a client before its backend is
- * connected (or, for a held client, before the accept policy holds it). Accept failures (EMFILE and
- * the like) pause accepting with a doubling back-off instead of crashing (quirk 12,
- * kubernetes#16079).
+ * listener uses `pauseOnConnect`: nothing is read before the accept policy decides; then a proxied
+ * client is read while it dials (a few KiB, {@link TcpConnection.dial}), a held one into its hold
+ * buffer. Accept failures (EMFILE…) pause accepting with a doubling back-off instead of crashing
+ * (quirk 12, kubernetes#16079).
  */
 export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwner {
   readonly service: ProxySocketContext['servicePort'];
@@ -189,19 +189,15 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return Promise.resolve();
   }
 
-  /** TcpConnectionOwner: one dial attempt; a property, so connections pass it on without a closure. */
-  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket => {
-    const keepAliveMs = this.#opts.keepAliveMs;
-    return this.#connect({
+  /** TcpConnectionOwner: one dial attempt (keep-alive is set by `dialed`); a property, not a closure. */
+  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket =>
+    this.#connect({
       host: target.host,
       port: target.port,
       noDelay: true,
-      keepAlive: keepAliveMs > 0,
-      keepAliveInitialDelay: keepAliveMs,
       allowHalfOpen: true,
       onread: RELAY_ONREAD,
     });
-  };
 
   /** TcpConnectionOwner: the client leg on the copy-free read path; a fallback is reported. */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
@@ -274,6 +270,13 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       return;
     }
     conn.endpoint = ep ?? '';
+    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
+    // Relaying first (the bytes read while dialling go out now); keep-alive's four setsockopt(2)
+    // and the message's getpeername(2) run while the endpoint answers. `relay` never ends
+    // synchronously, so connectionOpen still comes before connectionClose.
+    conn.relay(backend);
+    const keepAliveMs = this.#opts.keepAliveMs;
+    if (keepAliveMs > 0 && !backend.destroyed) backend.setKeepAlive(true, keepAliveMs);
     if (!conn.backendUsesOnread) this.#fallback('endpoint', 'data-events');
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
@@ -284,8 +287,6 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       };
       channels.connectionOpen.publish(message);
     }
-    this.proxyHeader?.(conn, backend, this.info); // the PROXY header, before any client byte
-    conn.relay(backend);
   }
 
   /** TcpConnectionOwner: the policy refused `conn`. */

@@ -6,7 +6,13 @@ import { joinHostPort, type ServicePortName } from '../model/service-port-name.j
 import type { AcceptedConnection, AcceptedConnectionState } from './accept-policy.js';
 import { type DialClient, type DialOptions, dialEndpoints } from './dial-endpoints.js';
 import type { LiveConnections, LiveLink } from './live-connections.js';
-import { connectForRelay, ignoreError, TcpRelay, type TcpRelayOptions } from './tcp-relay.js';
+import {
+  connectForRelay,
+  ignoreError,
+  readEarly,
+  TcpRelay,
+  type TcpRelayOptions,
+} from './tcp-relay.js';
 
 /** The default TCP socket as its connections see it: what they share, and whom they report to. */
 export interface TcpConnectionOwner {
@@ -41,7 +47,9 @@ function onHeldData(this: HeldSocket, chunk: Buffer): void {
 // A FIN after a request may be a client that half-closed and waits for its answer (kept); a FIN
 // with nothing sent is a client that gave up: nothing could ever answer it.
 function onHeldEnd(this: HeldSocket): void {
-  if (this[kHeldBy]?.heldBytes === 0) this.destroy();
+  const conn = this[kHeldBy];
+  // While its hand-over dials, the FIN is carried through once relaying starts.
+  if (conn?.state === 'held' && conn.heldBytes === 0) this.destroy();
 }
 function onHeldClose(this: HeldSocket): void {
   this[kHeldBy]?.heldClosed();
@@ -75,10 +83,12 @@ export class TcpConnection
   backendUsesOnread = false;
   endpoint = '';
   #state: AcceptedConnectionState = 'new';
-  /** What a held client sent (undefined until its first byte, and once no longer held). */
+  /**
+   * What a held client sent (undefined until its first byte): kept through its hand-over dial, and
+   * written to the endpoint first when relaying starts.
+   */
   #heldChunks: Buffer[] | undefined;
   #heldBytes = 0;
-  #early: Buffer[] | undefined;
   /** One listener, or several: most connections have none or one (an idler's). */
   #closeListeners: CloseListener | CloseListener[] | undefined;
   /** `proxy(onDialEnd)`'s callback, until the dial has ended. */
@@ -101,8 +111,7 @@ export class TcpConnection
   }
 
   get heldBytes(): number {
-    if (this.#state === 'held') return this.#heldBytes;
-    return this.#early === undefined ? 0 : byteLength(this.#early);
+    return (this.client as HeldSocket)[kHeldBy] === this ? this.#heldBytes : 0;
   }
 
   get address(): string {
@@ -129,14 +138,23 @@ export class TcpConnection
     return this.address === '' ? '' : joinHostPort(this.address, this.port);
   }
 
-  /** Dials at once (the `proxy` verdict): the client goes on the copy-free read path first. */
+  /**
+   * Dials at once (the `proxy` verdict): the client goes on the copy-free read path first, and is
+   * read while the dial is in flight, as a `pipe()` relay does: its request is then written the
+   * moment the endpoint connects, instead of one more trip through the event loop (`epoll_ctl`,
+   * `epoll_wait`, `read`) after it. Bounded: reading stops once 4 KiB wait (see `readEarly`), so
+   * a client still cannot make the proxy buffer much while its dial is in flight.
+   */
   dial(): void {
     const adopted = this.owner.adopt(this.client);
-    this.client = adopted.socket;
+    const client = adopted.socket;
+    this.client = client;
     this.clientUsesOnread = adopted.usesOnread;
-    this.client.on('error', ignoreError);
+    client.on('error', ignoreError);
     this.#state = 'dialling';
     dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
+    // After the dial started, so that connect(2) goes out before the client's read is armed.
+    if (adopted.usesOnread && this.#state === 'dialling') readEarly(client);
   }
 
   /** Holds (the `hold` verdict): reads into a bounded buffer so a client that leaves is seen. */
@@ -156,7 +174,7 @@ export class TcpConnection
 
   /** A held client's bytes (the shared 'data' listener; not for callers). */
   heldData(chunk: Buffer): void {
-    if (this.#state !== 'held') return;
+    if (this.#state !== 'held' && this.#state !== 'dialling') return;
     const kept = chunk.length <= HELD_COPY_BYTES ? Buffer.from(chunk) : chunk;
     if (this.#heldChunks === undefined) this.#heldChunks = [kept];
     else this.#heldChunks.push(kept);
@@ -170,11 +188,14 @@ export class TcpConnection
     this.markClosed();
   }
 
+  /**
+   * The hand-over. The client stays as it was held while the dial is in flight: still read into
+   * its hold buffer (no pause, and no read restarted when relaying starts: a trip through the
+   * stream's pause and resume saved per client), and a close is seen at once.
+   */
   proxy(onDialEnd?: (connected: boolean) => void): boolean {
     if (this.#state !== 'held') return false;
     this.#dialEnd = onDialEnd;
-    this.#early = this.#release();
-    this.client.pause();
     this.#state = 'dialling';
     dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
     return true;
@@ -190,7 +211,6 @@ export class TcpConnection
       default: {
         const unanswered = this.heldBytes > 0 || this.#state === 'dialling';
         this.#release();
-        this.#early = undefined;
         if (unanswered && !this.client.destroyed) this.client.resetAndDestroy();
         else this.client.destroy();
         this.owner.refused(this, reason);
@@ -214,7 +234,6 @@ export class TcpConnection
         return;
       default:
         this.#release();
-        this.#early = undefined;
         if (!this.client.destroyed) this.client.resetAndDestroy();
         this.markClosed();
     }
@@ -253,8 +272,7 @@ export class TcpConnection
   relay(backend: net.Socket): void {
     this.#state = 'relaying';
     if (this.#dialEnd !== undefined) this.#endDial(true);
-    const early = this.#early;
-    this.#early = undefined;
+    const early = this.#release();
     this.start(
       this.client,
       backend,
@@ -309,10 +327,4 @@ export class TcpConnection
     this.#heldBytes = 0;
     return chunks;
   }
-}
-
-function byteLength(chunks: readonly Buffer[]): number {
-  let n = 0;
-  for (const chunk of chunks) n += chunk.length;
-  return n;
 }

@@ -78,15 +78,20 @@ function relayBuffer(): Buffer {
 function relayRead(this: RelaySocket, n: number, buf: Uint8Array): boolean {
   const relay = this[kRelay];
   if (relay === undefined) {
-    // Read before the relay started (an endpoint that speaks first, and `start` comes later): keep
-    // the bytes for `start` to deliver first, and stop reading until then.
+    // Read before the relay started (a client's request while its dial is in flight, an endpoint
+    // that speaks first): keep the bytes for `start` to deliver first. Reading goes on while they
+    // are fewer than one landing buffer (stopping and starting again costs two epoll_ctl(2)
+    // calls, and a request is one read), then stops until `start`: at most 8 KiB wait.
     const early = Buffer.allocUnsafe(n);
-    early.set(buf.subarray(0, n));
+    (buf as Buffer).copy(early, 0, 0, n);
     const kept = this[kEarly];
-    if (kept === undefined) this[kEarly] = [early];
-    else kept.push(early);
     justRead = this;
-    return false;
+    if (kept === undefined) {
+      this[kEarly] = [early];
+      return n < RELAY_SHARED_BUFFER_BYTES;
+    }
+    kept.push(early);
+    return byteLength(kept) < RELAY_SHARED_BUFFER_BYTES;
   }
   const more = relay.pumpOf(this).onRead(this, n, buf as Buffer);
   justRead = this;
@@ -122,6 +127,17 @@ export function connectForRelay<A>(
   asked = false;
   countReadPath(usesOnread ? 'in-place' : 'data-events');
   return { socket, usesOnread };
+}
+
+/**
+ * Starts reading `socket` (created with, or adopted onto, {@link RELAY_ONREAD}) before its relay
+ * exists: what it reads is kept for {@link TcpRelay.start} to deliver first, and reading stops
+ * once that reaches {@link RELAY_SHARED_BUFFER_BYTES} (the `onread` callback answers false), so
+ * less than twice that waits per socket. A FIN or an error meanwhile is seen by `start` (the
+ * socket has ended or is destroyed), as for a socket that was never read early.
+ */
+export function readEarly(socket: net.Socket): void {
+  if (!socket.destroyed) socket.resume();
 }
 
 function onRelayError(this: RelaySocket): void {
@@ -374,7 +390,8 @@ export class TcpRelay implements Silent {
    * sent first (read through {@link RELAY_ONREAD} before the relay existed) are kept and delivered
    * before anything else, a FIN that came first is carried through, and a socket that is already
    * closed or destroyed ends the relay at once, with `onClose` called (never synchronously from
-   * `start`). The client may be paused (pauseOnConnect); it is resumed here.
+   * `start`). The client may be paused (pauseOnConnect) or already read early (`readEarly`); it is
+   * resumed here.
    *
    * `usesOnread` says which socket was created with {@link RELAY_ONREAD} or this relay's
    * `up.onread` / `down.onread` (or adopted with {@link adoptAcceptedSocket}); others are read
@@ -527,6 +544,12 @@ export class TcpRelay implements Silent {
     this.#down?.release();
     this.#opts.onClose?.(this);
   }
+}
+
+function byteLength(chunks: readonly Buffer[]): number {
+  let n = 0;
+  for (const chunk of chunks) n += chunk.length;
+  return n;
 }
 
 /** The error listener a caller may put on a client while it dials; `start` replaces it. */
