@@ -27,7 +27,7 @@ import {
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
 import { isNoEndpointsError, refusalReason } from './refusal.js';
-import { TcpConnection, type TcpConnectionOwner } from './tcp-connection.js';
+import { TcpConnection } from './tcp-connection.js';
 import { setListenerOptions } from './tcp-listener-options.js';
 import { adoptAcceptedSocket } from './tcp-read-path.js';
 import { ignoreError, RELAY_ONREAD, type TcpRelayOptions } from './tcp-relay.js';
@@ -62,9 +62,9 @@ const reportedFallbacks = new Set<string>();
  * listener uses `pauseOnConnect`: nothing is read before the accept policy decides; then a proxied
  * client is read while it dials (a few KiB, {@link TcpConnection.dial}), a held one into its hold
  * buffer. Accept failures (EMFILE…) pause accepting with a doubling back-off instead of crashing
- * (quirk 12, kubernetes#16079).
+ * (quirk 12, kubernetes#16079). Members tagged `@internal` are tcp-connection.ts's callbacks.
  */
-export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwner {
+export class TcpProxySocket extends ListeningSocket {
   readonly service: ProxySocketContext['servicePort'];
   readonly lb: ProxySocketContext['loadBalancer'];
   readonly dialOptions: DialOptions;
@@ -189,7 +189,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return Promise.resolve();
   }
 
-  /** TcpConnectionOwner: one dial attempt (keep-alive is set by `dialed`); a property, not a closure. */
+  /** @internal TcpConnectionOwner: one dial attempt (keep-alive set by `dialed`); not a closure. */
   readonly connectEndpoint = (target: { host: string; port: number }): net.Socket =>
     this.#connect({
       host: target.host,
@@ -199,7 +199,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
       onread: RELAY_ONREAD,
     });
 
-  /** TcpConnectionOwner: the client leg on the copy-free read path; a fallback is reported. */
+  /** @internal TcpConnectionOwner: the client leg on the copy-free read path (fallbacks told). */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
     const adopted = adoptAcceptedSocket(raw, RELAY_ONREAD);
     if (adopted.path !== 'in-place' && !raw.destroyed) this.#fallback('client', adopted.path);
@@ -260,7 +260,7 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     return 'refuse';
   }
 
-  /** TcpConnectionOwner: a connection's dial ended: relay it, or close its client. */
+  /** @internal TcpConnectionOwner: a connection's dial ended: relay it, or close its client. */
   dialed(conn: TcpConnection, error: unknown, backend?: net.Socket, ep?: string): void {
     if (backend === undefined) {
       conn.client.destroy();
@@ -289,12 +289,12 @@ export class TcpProxySocket extends ListeningSocket implements TcpConnectionOwne
     }
   }
 
-  /** TcpConnectionOwner: the policy refused `conn`. */
+  /** @internal TcpConnectionOwner: the policy refused `conn`. */
   refused(_conn: TcpConnection, detail: string): void {
     this.#publishRefused('policy', detail);
   }
 
-  /** TcpConnectionOwner: `conn` is gone. */
+  /** @internal TcpConnectionOwner: `conn` is gone. */
   ended(_conn: TcpConnection): void {
     this.connectionClosed();
   }

@@ -358,13 +358,14 @@ export class TcpRelay implements Silent {
   /**
    * Client → backend. Made on first use: a connection that is held, or whose dial fails, never
    * pays for its pumps.
+   * @internal the relay's own read callbacks use it.
    */
   get up(): Pump {
     this.#up ??= new Pump(this);
     return this.#up;
   }
 
-  /** Backend → client (made on first use, as {@link up}). */
+  /** Backend → client (made on first use, as {@link up}). @internal */
   get down(): Pump {
     this.#down ??= new Pump(this);
     return this.#down;
@@ -472,7 +473,7 @@ export class TcpRelay implements Silent {
     }
   }
 
-  /** The pump that reads `socket`. */
+  /** The pump that reads `socket`. @internal */
   pumpOf(socket: net.Socket): Pump {
     return socket === this.#backend ? this.down : this.up;
   }
