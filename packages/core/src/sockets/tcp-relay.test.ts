@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { Writable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../test-support/net-clients.js';
 import { waitFor } from '../test-support/wait-for.js';
@@ -89,6 +89,66 @@ async function slowEcho(): Promise<TcpTestServer> {
 function digest(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');
 }
+
+describe('TcpRelay half-close timeout', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('runs from the FIN, however long the connection was silent before it', async () => {
+    // The wheels' clock and ticks are fake; sockets, and the polls below, run in real time.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+    vi.advanceTimersByTime(1_000); // the fake clock starts at 0, which `lastActive` also starts at
+    let endpoint: net.Socket | undefined;
+    let endpointEnded = false;
+    const backend = await startTcpServer({
+      host: '127.1.6.3',
+      onConnection: (s) => {
+        endpoint = s;
+        s.on('error', () => {}); // the reset at the end
+        s.on('data', () => {});
+        s.on('end', () => {
+          endpointEnded = true; // and never closes: the proxy's leg waits in FIN_WAIT2
+        });
+      },
+    });
+    cleanup.push(() => backend.close());
+    const relay = new TcpRelay({ idleTimeoutMs: 0, halfCloseTimeoutMs: 1_000 });
+    const server = net.createServer({ pauseOnConnect: true, allowHalfOpen: true }, (raw) => {
+      const adopted = adoptAcceptedSocket(raw, RELAY_ONREAD);
+      const { socket: upstream, usesOnread } = connectForRelay(
+        (o: net.TcpNetConnectOpts) => net.connect(o),
+        { host: backend.host, port: backend.port, allowHalfOpen: true, onread: RELAY_ONREAD },
+      );
+      upstream.once('connect', () =>
+        relay.start(adopted.socket, upstream, { client: adopted.usesOnread, backend: usesOnread }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.1.6.4', resolve));
+    cleanup.push(() => new Promise((resolve) => server.close(resolve)));
+    const client = await connectTcp((server.address() as net.AddressInfo).port, '127.1.6.4');
+    cleanup.push(() => client.destroy());
+    let received = '';
+    client.on('data', (d: Buffer) => {
+      received += d.toString();
+    });
+    let clientError: string | undefined;
+    client.on('error', (e: NodeJS.ErrnoException) => {
+      clientError = e.code;
+    });
+    await waitFor(() => endpoint !== undefined && relay.lastActive > 0, 5_000, 'the relay');
+
+    vi.advanceTimersByTime(60_000); // a minute of silence: sixty times the half-close timeout
+    client.end();
+    await waitFor(() => endpointEnded, 5_000, 'the FIN at the endpoint');
+    vi.advanceTimersByTime(900); // 14 ticks of the wheel, still inside the timeout after the FIN
+    endpoint?.write('still here');
+    await waitFor(() => received === 'still here', 5_000, 'the answer after the FIN');
+
+    vi.advanceTimersByTime(1_200); // the timeout after the FIN, and its last tick
+    await waitFor(() => clientError === 'ECONNRESET', 5_000, 'the client reset');
+  });
+});
 
 describe('TcpRelay', () => {
   for (const mode of ['shared', 'own buffers', "'data' events"] as const) {

@@ -517,6 +517,11 @@ export class TcpRelay implements Silent {
     this.#halfClosed = true;
     const timeout = this.#opts.halfCloseTimeoutMs;
     if (timeout > 0 && !this.#finished) {
+      // The FIN is activity: the timeout runs from it. Only reads mark `touched`, and without an
+      // idle timeout nothing stamps `lastActive` after `start`, so a connection silent for longer
+      // than the timeout was reset at the wheel's next tick, right after its FIN.
+      this.lastActive = performance.now();
+      this.touched = false;
       this.#halfCloseWheel = SilenceWheel.for(timeout);
       this.#halfCloseWheel.add(this);
     }

@@ -127,7 +127,7 @@ function visit(node: ts.Node, each: (node: ts.Node) => void): void {
 
 /**
  * A member tagged `@internal` in its JSDoc: public only because two modules of the package call each
- * other through it, documented as no part of the contract (docs/api.md, "Stability").
+ * other through it, documented in docs/api.md (its introduction) as no part of the contract.
  */
 function isInternal(node: ts.Node): boolean {
   return ts.getJSDocTags(node).some((tag) => tag.tagName.text === 'internal');
