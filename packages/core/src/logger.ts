@@ -58,6 +58,9 @@ export function deferredComponentLogger(logger: Logger | undefined, component: s
     : new DeferredSubLogger(logger, component);
 }
 
+/** The Logger methods that write a line, one per tslog level. */
+type LevelMethod = 'silly' | 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+
 /** See {@link deferredComponentLogger}: three fields until something is logged. */
 class DeferredSubLogger implements Logger {
   readonly #parent: Logger;
@@ -80,26 +83,31 @@ class DeferredSubLogger implements Logger {
     return this.#real;
   }
 
+  /** Writes at `level` through the real sub-logger, made now if it does not exist yet. */
+  #at(level: number, method: LevelMethod, args: unknown[]): unknown {
+    return this.#below(level) ? undefined : this.#logger()[method](...args);
+  }
+
   silly(...args: unknown[]): unknown {
-    return this.#below(0) ? undefined : this.#logger().silly(...args);
+    return this.#at(0, 'silly', args);
   }
   trace(...args: unknown[]): unknown {
-    return this.#below(1) ? undefined : this.#logger().trace(...args);
+    return this.#at(1, 'trace', args);
   }
   debug(...args: unknown[]): unknown {
-    return this.#below(2) ? undefined : this.#logger().debug(...args);
+    return this.#at(2, 'debug', args);
   }
   info(...args: unknown[]): unknown {
-    return this.#below(3) ? undefined : this.#logger().info(...args);
+    return this.#at(3, 'info', args);
   }
   warn(...args: unknown[]): unknown {
-    return this.#below(4) ? undefined : this.#logger().warn(...args);
+    return this.#at(4, 'warn', args);
   }
   error(...args: unknown[]): unknown {
-    return this.#below(5) ? undefined : this.#logger().error(...args);
+    return this.#at(5, 'error', args);
   }
   fatal(...args: unknown[]): unknown {
-    return this.#below(6) ? undefined : this.#logger().fatal(...args);
+    return this.#at(6, 'fatal', args);
   }
   getSubLogger(settings?: { name?: string }): Logger {
     return this.#logger().getSubLogger(settings);

@@ -225,7 +225,6 @@ export class UdpProxySocket extends ListeningSocket {
     byPort.set(port, session);
     info.activeClients.set(client, session);
     this.connectionOpened();
-    session.lastActive = performance.now();
     this.#wheel?.add(session);
     this.log.debug(`new UDP session ${client} -> ${endpoint} for ${this.#name}`);
     if (channels.udpSessionOpen.hasSubscribers) {

@@ -49,8 +49,15 @@ export class SilenceWheel {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Starts watching `member`. */
-  add(member: Silent): void {
+  /**
+   * Starts watching `member`, whose silence counts from now (or `now`, a clock read the caller
+   * already made): joining is activity. A member that has been quiet for a long time and joins a
+   * wheel (a relay that half-closes after a minute of silence) gets the whole timeout, not an
+   * expiry at the next tick.
+   */
+  add(member: Silent, now: number = performance.now()): void {
+    member.lastActive = now;
+    if (member.touched !== undefined) member.touched = false;
     this.#members.add(member);
     if (this.#timer === undefined) {
       this.#timer = setInterval(this.#tick, Math.max(1, this.#timeoutMs / TICKS_PER_TIMEOUT));

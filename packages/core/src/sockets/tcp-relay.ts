@@ -422,7 +422,7 @@ export class TcpRelay implements Silent {
     backend.on('close', onRelayClose);
     if (this.#opts.idleTimeoutMs > 0) {
       this.#idleWheel = SilenceWheel.for(this.#opts.idleTimeoutMs);
-      this.#idleWheel.add(this);
+      this.#idleWheel.add(this, this.#startedAt);
     }
     // A 'close' that came before the listeners above will never come again.
     this.#clientClosed = client.closed;
@@ -517,11 +517,7 @@ export class TcpRelay implements Silent {
     this.#halfClosed = true;
     const timeout = this.#opts.halfCloseTimeoutMs;
     if (timeout > 0 && !this.#finished) {
-      // The FIN is activity: the timeout runs from it. Only reads mark `touched`, and without an
-      // idle timeout nothing stamps `lastActive` after `start`, so a connection silent for longer
-      // than the timeout was reset at the wheel's next tick, right after its FIN.
-      this.lastActive = performance.now();
-      this.touched = false;
+      // Joining the wheel stamps `lastActive`: the timeout runs from the FIN.
       this.#halfCloseWheel = SilenceWheel.for(timeout);
       this.#halfCloseWheel.add(this);
     }

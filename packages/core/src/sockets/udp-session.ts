@@ -48,7 +48,7 @@ export class UdpSession implements Silent {
   readonly client: string;
   readonly endpoint: string;
   /**
-   * `performance.now()` when the session opened, then at the first idle-wheel tick after a datagram
+   * `performance.now()` when the session joined its idle wheel, then at the first tick after a datagram
    * either way (the owner sets {@link touched} per datagram instead of reading the clock).
    */
   lastActive = 0;
