@@ -41,4 +41,11 @@ export interface LoadBalancer extends EndpointsHandler {
    * failing (passive outlier ejection) and keeps the rotation fair across retries. Must not throw.
    */
   reportDialResult?(svcPort: ServicePortName, endpoint: string, ok: boolean): void;
+  /**
+   * Optional: the endpoints ("ip:port") `nextEndpoint` may currently return for the port (empty
+   * when unknown). The default UDP socket reads it after each endpoints change to end the sessions
+   * pinned to an endpoint that left, which would otherwise live as long as their client keeps
+   * sending (kubernetes#19029, "UDP flows stuck to old backends"); without it, they run until idle.
+   */
+  endpoints?(svcPort: ServicePortName): readonly string[];
 }

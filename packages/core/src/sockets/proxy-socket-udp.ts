@@ -1,5 +1,4 @@
-import dgram from 'node:dgram';
-import dns from 'node:dns';
+import type dgram from 'node:dgram';
 import net from 'node:net';
 import {
   channels,
@@ -15,14 +14,16 @@ import { ListeningSocket } from './listening-socket.js';
 import { LogLimiter } from './log-limiter.js';
 import type { ProxySocketContext } from './proxy-socket.js';
 import {
-  DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES,
   type ProxySocketOptions,
   type ResolvedProxySocketOptions,
   resolveProxySocketOptions,
 } from './proxy-socket-options.js';
 import { refusalReason } from './refusal.js';
 import { SilenceWheel } from './silence-wheel.js';
+import { bindSocket } from './udp-bind.js';
 import { UdpSession, type UdpSessionEndReason, type UdpSessionOwner } from './udp-session.js';
+
+export { createLiteralLookup } from './udp-bind.js';
 
 /** The idle timeout used when a ServiceInfo carries none that is usable (the Proxier's default). */
 export const FALLBACK_UDP_IDLE_TIMEOUT_MS = 10_000;
@@ -60,6 +61,9 @@ export class UdpProxySocket extends ListeningSocket {
   #serving: ServiceInfo | undefined;
   #wheel: SilenceWheel | undefined;
   #closed: Promise<void> | undefined;
+  /** Ends the endpoints subscription, made with the first session (none for a socket never used). */
+  #unwatchEndpoints: (() => void) | undefined;
+  #sweepQueued = false;
 
   /**
    * Binds the context's address (all addresses, dual-stack where the host has IPv6, when null) and
@@ -137,6 +141,7 @@ export class UdpProxySocket extends ListeningSocket {
 
   /** Ends every session and closes the socket; resolves once it is closed. */
   protected shutdown(): Promise<void> {
+    this.#unwatchEndpoints?.();
     for (const byPort of this.#sessions.values()) {
       for (const session of byPort.values()) session.close('closed');
     }
@@ -225,6 +230,7 @@ export class UdpProxySocket extends ListeningSocket {
     byPort.set(port, session);
     info.activeClients.set(client, session);
     this.connectionOpened();
+    if (this.#unwatchEndpoints === undefined) this.#watchEndpoints();
     this.#wheel?.add(session);
     this.log.debug(`new UDP session ${client} -> ${endpoint} for ${this.#name}`);
     if (channels.udpSessionOpen.hasSubscribers) {
@@ -239,6 +245,47 @@ export class UdpProxySocket extends ListeningSocket {
     session.start();
     return session.open ? session : undefined;
   }
+
+  /**
+   * Subscribes to the port's endpoint changes, so a session whose endpoint left ends and the
+   * client's next datagram picks a live one, as kube-proxy's conntrack flush of stale UDP endpoints
+   * does. Without it (the reference) a client that sends more often than the idle timeout, a
+   * statsd or syslog client say, stays pinned to a deleted pod for good. A balancer without
+   * `endpoints()` cannot say which endpoints are current: then sessions end only when idle.
+   */
+  #watchEndpoints(): void {
+    if (typeof this.context.loadBalancer.endpoints !== 'function') {
+      this.#unwatchEndpoints = () => {};
+      return;
+    }
+    this.#unwatchEndpoints = this.context.onEndpointsChanged(this.#onEndpointsChanged);
+  }
+
+  /** Runs in the Proxier's endpoint handler: only schedules; a burst of changes sweeps once. */
+  readonly #onEndpointsChanged = (): void => {
+    if (this.#sweepQueued) return;
+    this.#sweepQueued = true;
+    setImmediate(this.#sweepSessions);
+  };
+
+  readonly #sweepSessions = (): void => {
+    this.#sweepQueued = false;
+    if (this.#closed !== undefined || this.#sessions.size === 0) return;
+    const current = this.context.loadBalancer.endpoints?.(this.context.servicePort);
+    if (current === undefined) return;
+    const live = new Set(current);
+    let ended = 0;
+    for (const byPort of [...this.#sessions.values()]) {
+      for (const session of [...byPort.values()]) {
+        if (live.has(session.endpoint)) continue;
+        session.close('endpoint-removed');
+        ended++;
+      }
+    }
+    if (ended > 0) {
+      this.log.info(`${this.#name}: ended ${ended} UDP session(s) whose endpoint left`);
+    }
+  };
 
   /** A reply goes out from the Service's socket, so the client sees the address it sent to. */
   #reply(session: UdpSession, datagram: Buffer): void {
@@ -318,67 +365,4 @@ export class UdpProxySocket extends ListeningSocket {
   readonly #onSocketError = (error: Error): void => {
     this.#logError(`${this.describe()}: ${error.message}`);
   };
-}
-
-function bindSocket(
-  createSocket: ((options: dgram.SocketOptions) => dgram.Socket) | undefined,
-  type: 'udp4' | 'udp6',
-  address: string,
-  port: number,
-  bufferBytes: number,
-): Promise<dgram.Socket> {
-  const make = createSocket ?? dgram.createSocket;
-  const lookup = createLiteralLookup();
-  const socket = make(
-    bufferBytes > 0
-      ? { type, recvBufferSize: bufferBytes, sendBufferSize: bufferBytes, lookup }
-      : { type, recvBufferSize: DEFAULT_UDP_SERVICE_RECEIVE_BUFFER_BYTES, lookup },
-  );
-  return new Promise((resolve, reject) => {
-    const onError = (error: Error): void => {
-      try {
-        socket.close();
-      } catch {
-        // Never bound: nothing to close.
-      }
-      reject(error);
-    };
-    socket.once('error', onError);
-    socket.bind({ address, port, exclusive: true }, () => {
-      socket.removeListener('error', onError);
-      resolve(socket);
-    });
-  });
-}
-
-/**
- * Makes the Service socket's address lookup. Every reply is sent to a client's address (always an
- * IP literal, from `rinfo`), and dgram resolves the address of every unconnected send: the default
- * `dns.lookup` answers an IP literal only on the next tick, so each reply paid a validation, a
- * deferred callback and a trip through the tick queue. This answers IP literals at once, and
- * remembers the last one it validated: a session's replies all go to the same `clientAddress`
- * string, so `net.isIP`'s regular expressions run once per change of client rather than once per
- * datagram. A name (never sent to here) still goes to `dns.lookup`.
- */
-export function createLiteralLookup(): NonNullable<dgram.SocketOptions['lookup']> {
-  let lastHost = '';
-  let lastFamily = 0;
-  return ((
-    hostname: string,
-    options: dns.LookupOneOptions,
-    callback: (error: NodeJS.ErrnoException | null, address: string, family: number) => void,
-  ): void => {
-    if (hostname === lastHost) {
-      callback(null, hostname, lastFamily);
-      return;
-    }
-    const family = net.isIP(hostname);
-    if (family === 0) {
-      dns.lookup(hostname, options, callback);
-      return;
-    }
-    lastHost = hostname;
-    lastFamily = family;
-    callback(null, hostname, family);
-  }) as NonNullable<dgram.SocketOptions['lookup']>;
 }

@@ -6,8 +6,11 @@ export const MAX_PENDING_DATAGRAMS = 64;
 /** Bytes a session queues while its upstream socket is still binding; more are dropped. */
 export const MAX_PENDING_BYTES = 256 * 1024;
 
-/** Why a session ended. */
-export type UdpSessionEndReason = 'idle' | 'closed' | 'error';
+/**
+ * Why a session ended: silent for its timeout, the socket closed, an upstream error, or its
+ * endpoint left the Service port's endpoints.
+ */
+export type UdpSessionEndReason = 'idle' | 'closed' | 'error' | 'endpoint-removed';
 
 /** What a session reports to the proxy socket that owns it. */
 export interface UdpSessionOwner {
