@@ -73,9 +73,13 @@ export class HoldQueue {
   #timer: NodeJS.Timeout | undefined;
   #needPodsTimer: NodeJS.Timeout | undefined;
   #lastNeedPodsAt = Number.NEGATIVE_INFINITY;
-  #period:
-    | { start: number; abort: AbortController; counts: Record<IdlerReleaseOutcome, number> }
-    | undefined;
+  /**
+   * The signal of the NeedPods asked for since the port last had endpoints. It outlives the idle
+   * period: a client that gives up does not make the pods moot (a probe with a 1 s timeout is the
+   * usual first client), so only endpoints, the port going away or the Idler's close abort it.
+   */
+  #needPodsAbort: AbortController | undefined;
+  #period: { start: number; counts: Record<IdlerReleaseOutcome, number> } | undefined;
   #handOverScheduled = false;
   readonly #limitLog = new LogLimiter();
 
@@ -120,6 +124,7 @@ export class HoldQueue {
     this.#contexts.delete(context);
     if (this.#contexts.size > 0) return;
     if (this.#held.size === 0) {
+      this.#endNeedPods();
       this.#owner.forget(this);
       return;
     }
@@ -181,22 +186,36 @@ export class HoldQueue {
    * caller returns (a microtask), since it is called from the Proxier's endpoint handler.
    */
   endpointsChanged(): void {
-    if (this.#held.size === 0 || this.#handOverScheduled) return;
+    if (this.#handOverScheduled) return;
+    if (this.#held.size === 0 && this.#needPodsAbort === undefined) return;
     this.#handOverScheduled = true;
     queueMicrotask(() => {
       this.#handOverScheduled = false;
-      if (this.#lb.serviceHasEndpoints(this.servicePort)) this.#handOver();
+      if (!this.#lb.serviceHasEndpoints(this.servicePort)) return;
+      // The pods came: what was asked for is moot (the unidle hook may stop retrying).
+      this.#endNeedPods();
+      this.#handOver();
     });
   }
 
   /** Closes every held client (the Idler closes) and stops the timers. */
   close(): void {
-    for (const connection of [...this.#held.keys()]) {
-      this.#release(connection, 'closed');
-      connection.refuse('idler-closed');
-    }
+    this.refuseAll('idler-closed');
     for (const off of this.#contexts.values()) off();
     this.#contexts.clear();
+  }
+
+  /**
+   * Refuses every held client with `reason` (RST for those that sent bytes), aborts the NeedPods
+   * signal and stops the timers: the Idler closes, or the Service port went away (deleted, port
+   * removed, protocol changed), so nothing will ever hand these clients over.
+   */
+  refuseAll(reason: string): void {
+    for (const connection of [...this.#held.keys()]) {
+      this.#release(connection, 'closed');
+      connection.refuse(reason);
+    }
+    this.#endNeedPods();
     this.#stopTimers();
   }
 
@@ -267,7 +286,6 @@ export class HoldQueue {
     const start = this.#owner.now();
     this.#period = {
       start,
-      abort: new AbortController(),
       counts: {
         'handed-over': 0,
         'hold-timeout': 0,
@@ -283,10 +301,11 @@ export class HoldQueue {
   }
 
   #signal(repeat: boolean): void {
-    const period = this.#period;
-    if (period === undefined) return;
+    if (this.#period === undefined) return;
     this.#lastNeedPodsAt = this.#owner.now();
-    this.#owner.needPods.send(this.#service, this.servicePort, 'TCP', repeat, period.abort.signal);
+    this.#needPodsAbort ??= new AbortController();
+    const { signal } = this.#needPodsAbort;
+    this.#owner.needPods.send(this.#service, this.servicePort, 'TCP', repeat, signal);
     this.#armNeedPods(this.#owner.options.needPodsIntervalMs);
   }
 
@@ -295,8 +314,15 @@ export class HoldQueue {
     this.#needPodsTimer = setTimeout(
       () => {
         this.#needPodsTimer = undefined;
-        if (this.#held.size > 0 && !this.#lb.serviceHasEndpoints(this.servicePort))
+        // Asked again only while the Service is still idled here: once its last listener closed
+        // (it moved to the main proxier, or went away) its held clients wait, and ask nobody.
+        if (
+          this.#held.size > 0 &&
+          this.attached &&
+          !this.#lb.serviceHasEndpoints(this.servicePort)
+        ) {
           this.#signal(true);
+        }
       },
       Math.max(1, delayMs),
     );
@@ -307,14 +333,21 @@ export class HoldQueue {
     const period = this.#period;
     if (period === undefined) return;
     this.#period = undefined;
-    period.abort.abort();
     this.#stopTimers();
     const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
     const parts = Object.entries(period.counts)
       .filter(([, n]) => n > 0)
       .map(([outcome, n]) => `${n} ${outcome}`);
     this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
-    if (!this.attached) this.#owner.forget(this);
+    if (!this.attached) {
+      this.#endNeedPods();
+      this.#owner.forget(this);
+    }
+  }
+
+  #endNeedPods(): void {
+    this.#needPodsAbort?.abort();
+    this.#needPodsAbort = undefined;
   }
 
   #stopTimers(): void {

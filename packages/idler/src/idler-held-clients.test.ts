@@ -1,9 +1,5 @@
 import net from 'node:net';
-import {
-  type ProxySocket,
-  RoundRobinLoadBalancer,
-  type ServiceInfo,
-} from '@userspace-proxy/core';
+import { type ProxySocket, RoundRobinLoadBalancer, type ServiceInfo } from '@userspace-proxy/core';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Idler } from './idler.js';

@@ -5,6 +5,7 @@ import {
   type Logger,
   noopLogger,
   type ProxySocketContext,
+  type Service,
   servicePortNameString,
 } from '@userspace-proxy/core';
 import { HoldQueue, type HoldQueueOwner, type IdlerCounters } from './hold-queue.js';
@@ -162,6 +163,37 @@ export class Idler {
     for (const queue of this.#queues.values()) {
       const sp = queue.servicePort;
       if (sp.namespace === namespace && sp.name === name) queue.endpointsChanged();
+    }
+  }
+
+  /**
+   * The Service `namespace/name` changed or went away (`service` undefined): the held clients of
+   * each of its TCP ports that `service` no longer has (the port was removed, renamed or changed
+   * protocol, or the Service was deleted) are refused at once with reason `service-changed`, and
+   * their NeedPods stops. Nothing would ever hand them over, so they would otherwise wait out
+   * their hold timeout, and NeedPods would keep waking a Service that is gone. The hybrid calls
+   * it on every Service update and delete; call it yourself when you use the idling proxier
+   * without the hybrid.
+   */
+  serviceChanged(namespace: string, name: string, service?: Service): void {
+    const keep = new Set(
+      service === undefined
+        ? []
+        : (service.spec.ports ?? []).map(
+            (port) =>
+              `${servicePortNameString({ namespace, name, port: port.name ?? '' })}/${(port.protocol ?? 'TCP').toUpperCase()}`,
+          ),
+    );
+    for (const queue of [...this.#queues.values()]) {
+      const sp = queue.servicePort;
+      if (sp.namespace !== namespace || sp.name !== name || keep.has(queue.key)) continue;
+      if (queue.size > 0) {
+        this.log.info(
+          `${queue.name} is gone from its Service: refusing its ${queue.size} held client(s)`,
+        );
+      }
+      queue.refuseAll('service-changed');
+      if (!queue.attached) this.#owner.forget(queue);
     }
   }
 
