@@ -60,10 +60,10 @@ function slice(ip: string | undefined, tcpPort = 1, udpPort = 1): EndpointSlice 
   };
 }
 
-async function start() {
+async function start(idlerOptions: ConstructorParameters<typeof Idler>[0] = {}) {
   const recorder = new RecordingRecorder();
   const conntrack = new RecordingConntrack();
-  const idler = new Idler({ recorder });
+  const idler = new Idler({ recorder, ...idlerOptions });
   const logger = process.env.IDLER_DEBUG ? createLogger({ minLevel: 2 }) : undefined;
   const options = {
     minSyncPeriodMs: 5,
@@ -224,5 +224,32 @@ describe('HybridProxier', () => {
     // Not handed to the stopping proxier, even if pods come now.
     h.hybrid.onEndpointSliceUpdate(slice(undefined), slice('127.0.0.1', 9, 9));
     expect(h.idler.stats()).toMatchObject({ handedOver: 0, heldNow: 0 });
+  });
+
+  it('opt-in UDP buffer: at the switch to main the buffered datagrams are dropped and counted, not replayed into the closing socket', async () => {
+    const h = await start({ udpBufferDatagrams: 4 });
+    const ip = randomLoopback();
+    h.hybrid.onEndpointSliceAdd(slice(undefined));
+    h.hybrid.onServiceAdd(service(ip, true));
+    await vi.waitFor(() => expect(h.idling.getServiceInfo(UDP)).toBeDefined());
+    const udp = dgram.createSocket('udp4');
+    const replies: string[] = [];
+    udp.on('message', (m) => replies.push(m.toString()));
+    await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+    cleanups.push(() => udp.close());
+    for (const d of ['q1', 'q2', 'q3']) udp.send(d, 5353, ip);
+    await vi.waitFor(() => expect(h.idler.stats().udpBuffered).toBe(3));
+    const backendIP = randomLoopback();
+    const dns = await udpBackend(backendIP);
+    cleanups.push(() => dns.close());
+    h.hybrid.onEndpointSliceUpdate(slice(undefined), slice(backendIP, 1, dns.port));
+    // A replay would go through the idling socket, which the switch closes at once with its
+    // sessions: nothing would reach the backend (seen before this fix), so none is claimed.
+    expect(h.idler.stats()).toMatchObject({ udpReplayed: 0, udpDropped: 3 });
+    // The client's retransmission is served by the main proxier.
+    await vi.waitFor(() => expect(h.main.getServiceInfo(UDP)).toBeDefined());
+    const retry = setInterval(() => udp.send('q1', 5353, ip), 20);
+    cleanups.push(() => clearInterval(retry));
+    await vi.waitFor(() => expect(replies).toContain('ok:q1'));
   });
 });

@@ -302,12 +302,17 @@ export class HybridProxier implements Proxier {
     const state = this.#state(object.metadata.namespace, serviceName);
     const id = `${kind}:${object.metadata.name}`;
     const wanted = this.#idlerWants(state);
+    const wasIdled = state.isIdled;
     if (deleted) {
       state.sources.delete(id);
       if (state.idlerSources.delete(id)) this.#toIdler(kind, object, 'delete');
     } else {
       const previous = state.sources.get(id)?.object;
       state.sources.set(id, { kind, object, empty: isEmptySource(object, kind) });
+      // Leaving the idling proxier: drop (and count) its UDP buffer before the endpoints reach it.
+      if (wasIdled && !this.#shouldBeIdled(state)) {
+        this.#idler.switchingToMain(state.namespace, state.name);
+      }
       if (wanted) {
         if (previous !== undefined && state.idlerSources.has(id)) {
           this.#toIdler(kind, object, 'update', previous);

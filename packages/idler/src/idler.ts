@@ -197,6 +197,19 @@ export class Idler {
     }
   }
 
+  /**
+   * The hybrid is about to move `namespace/name` to the main proxier because its endpoints came:
+   * the UDP datagrams buffered for it (`udpBufferDatagrams`) are dropped and counted, not replayed,
+   * since the idling socket that would replay them closes with the switch and its sessions with it
+   * (a replay would reach no backend). Held TCP clients are not affected: they outlive the switch.
+   */
+  switchingToMain(namespace: string, name: string): void {
+    for (const gate of this.#gates.values()) {
+      const sp = gate.servicePort;
+      if (sp.namespace === namespace && sp.name === name) gate.discard();
+    }
+  }
+
   /** Running totals and the gauge, for metrics and status pages. */
   stats(): IdlerStats {
     const heldByServicePort: Record<string, number> = {};
