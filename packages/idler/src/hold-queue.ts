@@ -79,7 +79,20 @@ export class HoldQueue {
    * usual first client), so only endpoints, the port going away or the Idler's close abort it.
    */
   #needPodsAbort: AbortController | undefined;
-  #period: { start: number; counts: Record<IdlerReleaseOutcome, number> } | undefined;
+  /**
+   * The idle period: from the first client held while the port had no endpoints until endpoints
+   * came (`ending`, and over once the clients are handed over) or the port left the idling
+   * proxier. Clients that come and go meanwhile (probes that give up) are one period: one info
+   * line at its start and one at its end, not two per client.
+   */
+  #period:
+    | {
+        start: number;
+        counts: Record<IdlerReleaseOutcome, number>;
+        asked: boolean;
+        ending: boolean;
+      }
+    | undefined;
   #handOverScheduled = false;
   readonly #limitLog = new LogLimiter();
 
@@ -124,8 +137,7 @@ export class HoldQueue {
     this.#contexts.delete(context);
     if (this.#contexts.size > 0) return;
     if (this.#held.size === 0) {
-      this.#endNeedPods();
-      this.#owner.forget(this);
+      this.#endPeriod();
       return;
     }
     this.#log.debug(
@@ -169,6 +181,11 @@ export class HoldQueue {
     counters.held++;
     connection.onClose(this.#heldClosed);
     if (this.#period === undefined) this.#startPeriod();
+    else {
+      // Endpoints came and went again: the period goes on. Held again after a gap: ask again.
+      this.#period.ending = false;
+      if (this.#needPodsTimer === undefined) this.#ask();
+    }
     this.#armTimeout();
     if (idlerChannels.hold.hasSubscribers) {
       const message: IdlerHoldMessage = {
@@ -195,6 +212,8 @@ export class HoldQueue {
       // The pods came: what was asked for is moot (the unidle hook may stop retrying).
       this.#endNeedPods();
       this.#handOver();
+      if (this.#period !== undefined) this.#period.ending = true;
+      if (this.#held.size === 0) this.#endPeriod();
     });
   }
 
@@ -215,8 +234,7 @@ export class HoldQueue {
       this.#release(connection, 'closed');
       connection.refuse(reason);
     }
-    this.#endNeedPods();
-    this.#stopTimers();
+    this.#endPeriod();
   }
 
   #handOver(): void {
@@ -279,7 +297,11 @@ export class HoldQueue {
       };
       idlerChannels.release.publish(message);
     }
-    if (this.#held.size === 0) this.#endPeriod();
+    if (this.#held.size === 0) {
+      // Nobody to time out or to ask for: the timers stop; the period ends with endpoints.
+      this.#stopTimers();
+      if (this.#period?.ending === true || !this.attached) this.#endPeriod();
+    }
   }
 
   #startPeriod(): void {
@@ -293,15 +315,26 @@ export class HoldQueue {
         'client-closed': 0,
         closed: 0,
       },
+      asked: false,
+      ending: false,
     };
     this.#log.info(`${this.name} has no endpoints: holding its clients and asking for pods`);
-    const interval = this.#owner.options.needPodsIntervalMs;
-    if (start - this.#lastNeedPodsAt >= interval) this.#signal(false);
-    else this.#armNeedPods(this.#lastNeedPodsAt + interval - start);
+    this.#ask();
   }
 
-  #signal(repeat: boolean): void {
-    if (this.#period === undefined) return;
+  /** Asks for pods now, or when `needPodsIntervalMs` has passed since the last time. */
+  #ask(): void {
+    const interval = this.#owner.options.needPodsIntervalMs;
+    const since = this.#owner.now() - this.#lastNeedPodsAt;
+    if (since >= interval) this.#signal();
+    else this.#armNeedPods(interval - since);
+  }
+
+  #signal(): void {
+    const period = this.#period;
+    if (period === undefined) return;
+    const repeat = period.asked;
+    period.asked = true;
     this.#lastNeedPodsAt = this.#owner.now();
     this.#needPodsAbort ??= new AbortController();
     const { signal } = this.#needPodsAbort;
@@ -321,7 +354,7 @@ export class HoldQueue {
           this.attached &&
           !this.#lb.serviceHasEndpoints(this.servicePort)
         ) {
-          this.#signal(true);
+          this.#signal();
         }
       },
       Math.max(1, delayMs),
@@ -329,20 +362,20 @@ export class HoldQueue {
     this.#needPodsTimer.unref();
   }
 
+  /** The period is over (endpoints came, or the port left): one summary line; forgotten if detached. */
   #endPeriod(): void {
     const period = this.#period;
-    if (period === undefined) return;
     this.#period = undefined;
     this.#stopTimers();
-    const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
-    const parts = Object.entries(period.counts)
-      .filter(([, n]) => n > 0)
-      .map(([outcome, n]) => `${n} ${outcome}`);
-    this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
-    if (!this.attached) {
-      this.#endNeedPods();
-      this.#owner.forget(this);
+    this.#endNeedPods();
+    if (period !== undefined) {
+      const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
+      const parts = Object.entries(period.counts)
+        .filter(([, n]) => n > 0)
+        .map(([outcome, n]) => `${n} ${outcome}`);
+      this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
     }
+    if (!this.attached && this.#held.size === 0) this.#owner.forget(this);
   }
 
   #endNeedPods(): void {

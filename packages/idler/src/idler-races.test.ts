@@ -1,4 +1,4 @@
-import { RoundRobinLoadBalancer, type Service } from '@userspace-proxy/core';
+import { type Logger, RoundRobinLoadBalancer, type Service } from '@userspace-proxy/core';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { describe, expect, it, vi } from 'vitest';
 import { Idler } from './idler.js';
@@ -21,13 +21,32 @@ type Port = { namespace: string; name: string; port: string; protocol: 'TCP' };
 const HTTP: Port = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' };
 const ADMIN: Port = { namespace: 'ns', name: 'web', port: 'admin', protocol: 'TCP' };
 
+/** A logger that keeps its info lines. */
+function recordingLogger(): Logger & { infos: string[] } {
+  const infos: string[] = [];
+  const none = () => undefined;
+  const logger: Logger & { infos: string[] } = {
+    infos,
+    silly: none,
+    trace: none,
+    debug: none,
+    info: (...args: unknown[]) => infos.push(String(args[0])),
+    warn: none,
+    error: none,
+    fatal: none,
+    getSubLogger: () => logger,
+  } as unknown as Logger & { infos: string[] };
+  return logger;
+}
+
 function setup(options: ConstructorParameters<typeof Idler>[0] = {}) {
   const recorder = new RecordingRecorder();
   const hook = new RecordingHook();
+  const logger = recordingLogger();
   const idler = new Idler({ recorder, unidleHook: hook, ...options });
   const port = (servicePort: Port) => {
     const lb = new RoundRobinLoadBalancer();
-    const context = createSocketContext({ loadBalancer: lb, servicePort });
+    const context = createSocketContext({ loadBalancer: lb, servicePort, logger });
     const policy = idler.acceptPolicy(context);
     const arrive = () => {
       const c = new FakeConnection();
@@ -44,7 +63,7 @@ function setup(options: ConstructorParameters<typeof Idler>[0] = {}) {
     };
     return { lb, context, policy, arrive, setEndpoints };
   };
-  return { recorder, hook, idler, port };
+  return { recorder, hook, idler, port, logger };
 }
 
 function service(ports: { name: string; protocol?: 'TCP' | 'UDP' }[]): Service {
@@ -102,6 +121,34 @@ describe('NeedPods against clients that give up', () => {
     vi.advanceTimersByTime(60_000);
     expect(a.refusedWith).toBe('hold-timeout');
     expect(s.hook.requests[0]?.signal?.aborted).toBe(true);
+  });
+});
+
+describe('the idle period in the logs', () => {
+  it('probes that come and give up one by one make one idle period: a line at its start, one at its end', async () => {
+    const s = setup({ needPodsIntervalMs: 60_000 });
+    const http = s.port(HTTP);
+    for (let i = 0; i < 30; i++) {
+      http.arrive().close();
+      vi.advanceTimersByTime(10_000);
+    }
+    // Asked at the first probe and again each interval in which probes came, not per probe.
+    expect(s.hook.requests.length).toBe(5);
+    expect(s.logger.infos).toEqual([
+      'ns/web:http has no endpoints: holding its clients and asking for pods',
+    ]);
+    const last = http.arrive();
+    http.setEndpoints(['10.0.0.1']);
+    await handedOver();
+    expect(last.state).toBe('dialling');
+    expect(s.logger.infos.slice(1)).toEqual([
+      'ns/web:http has endpoints: handing over 1 held client(s)',
+      'ns/web:http held clients for 300.0 s: 1 handed-over, 30 client-closed',
+    ]);
+    // A new period after the pods went again.
+    http.setEndpoints([]);
+    http.arrive();
+    expect(s.logger.infos).toHaveLength(4);
   });
 });
 
