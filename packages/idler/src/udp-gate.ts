@@ -141,12 +141,11 @@ export class UdpGate {
     }
   }
 
-  /** Drops the buffer and ends the burst (the Idler closes). */
+  /** Drops the buffer (counted) and ends the burst (the Idler closes). */
   close(): void {
     for (const off of this.#contexts.values()) off();
     this.#contexts.clear();
-    this.#buffer.length = 0;
-    this.#bufferBytes = 0;
+    this.discard();
     this.#burst?.abort();
   }
 
