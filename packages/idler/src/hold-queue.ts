@@ -204,7 +204,8 @@ export class HoldQueue {
    */
   endpointsChanged(): void {
     if (this.#handOverScheduled) return;
-    if (this.#held.size === 0 && this.#needPodsAbort === undefined) return;
+    // Nobody held and no idle period to end (its NeedPods may not even have been sent yet).
+    if (this.#held.size === 0 && this.#period === undefined) return;
     this.#handOverScheduled = true;
     queueMicrotask(() => {
       this.#handOverScheduled = false;

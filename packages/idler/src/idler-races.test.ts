@@ -150,6 +150,25 @@ describe('the idle period in the logs', () => {
     http.arrive();
     expect(s.logger.infos).toHaveLength(4);
   });
+
+  it('endpoints end a period whose clients have all left, even before its NeedPods was due', async () => {
+    const s = setup({ needPodsIntervalMs: 60_000 });
+    const http = s.port(HTTP);
+    http.arrive().close();
+    http.setEndpoints(['10.0.0.1']);
+    await handedOver();
+    http.setEndpoints([]);
+    vi.advanceTimersByTime(10_000);
+    // A new period: its NeedPods waits for the interval since the last one.
+    http.arrive().close();
+    http.setEndpoints(['10.0.0.2']);
+    await handedOver();
+    expect(s.logger.infos.filter((l) => l.includes('held clients for'))).toEqual([
+      'ns/web:http held clients for 0.0 s: 1 client-closed',
+      'ns/web:http held clients for 0.0 s: 1 client-closed',
+    ]);
+    expect(s.hook.requests).toHaveLength(1);
+  });
 });
 
 describe('endpoints that flap', () => {
