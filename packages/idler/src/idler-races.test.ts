@@ -56,8 +56,8 @@ function setup(options: ConstructorParameters<typeof Idler>[0] = {}) {
     };
     const setEndpoints = (ips: string[]) => {
       lb.onEndpointsUpdate(
-        endpointsOf('ns', 'web', [], 80, servicePort.port),
-        endpointsOf('ns', 'web', ips, 80, servicePort.port),
+        endpointsOf('ns', servicePort.name, [], 80, servicePort.port),
+        endpointsOf('ns', servicePort.name, ips, 80, servicePort.port),
       );
       context.notifyEndpointsChanged();
     };
@@ -291,5 +291,36 @@ describe('a full hold queue and the global cap', () => {
     expect([a.refusedWith, b.state, c.state]).toEqual(['hold-evicted', 'held', 'held']);
     expect(s.port(ADMIN).arrive().refusedWith).toBeUndefined();
     expect(s.idler.stats()).toMatchObject({ refusedAtLimit: 1, heldNow: 2 });
+  });
+});
+
+describe('many Services idled at once', () => {
+  it('holds, asks for and hands over each Service on its own, and forgets each once its socket closed', async () => {
+    // Above the 300 dials this test starts (the pacing has its own tests).
+    const s = setup({ handOverConcurrency: 1_000 });
+    const ports = Array.from({ length: 300 }, (_, i) =>
+      s.port({ namespace: 'ns', name: `svc-${i}`, port: 'http', protocol: 'TCP' }),
+    );
+    const held = ports.map((p) => [p.arrive(), p.arrive()]);
+    expect(s.idler.stats().heldNow).toBe(600);
+    expect(s.hook.requests).toHaveLength(300);
+    expect(s.idler.holds('ns', 'svc-7')).toBe(true);
+    // Pods for every other Service only.
+    ports.forEach((p, i) => {
+      if (i % 2 === 0) p.setEndpoints(['10.0.0.1']);
+    });
+    for (let turn = 0; turn < 10; turn++) await handedOver();
+    held.forEach((pair, i) => {
+      expect(pair.map((c) => c.state)).toEqual(
+        i % 2 === 0 ? ['dialling', 'dialling'] : ['held', 'held'],
+      );
+    });
+    expect(s.idler.holds('ns', 'svc-0')).toBe(false);
+    expect(s.idler.holds('ns', 'svc-1')).toBe(true);
+    // Deleted Services: refused, and forgotten once their sockets close.
+    for (let i = 1; i < 300; i += 2) s.idler.serviceChanged('ns', `svc-${i}`);
+    for (const p of ports) p.policy.close?.();
+    expect(s.idler.stats()).toMatchObject({ heldNow: 0, handedOver: 300, released: 600 });
+    expect(s.idler.holds('ns', 'svc-1')).toBe(false);
   });
 });
