@@ -1,3 +1,6 @@
+// This file is longer than 400 lines because one queue's held clients, their timeout and the idle
+// period (its NeedPods, its abort signal and its two log lines) change together on every hold,
+// release and endpoints change; split apart, each half would reach into the other's state.
 import {
   type AcceptedConnection,
   type AcceptVerdict,
