@@ -1,3 +1,6 @@
+// This file is longer than 400 lines because one queue's held clients, their timeout and the idle
+// period (its NeedPods, its abort signal and its two log lines) change together on every hold,
+// release and endpoints change; split apart, each half would reach into the other's state.
 import {
   type AcceptedConnection,
   type AcceptVerdict,
@@ -73,8 +76,25 @@ export class HoldQueue {
   #timer: NodeJS.Timeout | undefined;
   #needPodsTimer: NodeJS.Timeout | undefined;
   #lastNeedPodsAt = Number.NEGATIVE_INFINITY;
+  /**
+   * The signal of the NeedPods asked for since the port last had endpoints. It outlives the idle
+   * period: a client that gives up does not make the pods moot (a probe with a 1 s timeout is the
+   * usual first client), so only endpoints, the port going away or the Idler's close abort it.
+   */
+  #needPodsAbort: AbortController | undefined;
+  /**
+   * The idle period: from the first client held while the port had no endpoints until endpoints
+   * came (`ending`, and over once the clients are handed over) or the port left the idling
+   * proxier. Clients that come and go meanwhile (probes that give up) are one period: one info
+   * line at its start and one at its end, not two per client.
+   */
   #period:
-    | { start: number; abort: AbortController; counts: Record<IdlerReleaseOutcome, number> }
+    | {
+        start: number;
+        counts: Record<IdlerReleaseOutcome, number>;
+        asked: boolean;
+        ending: boolean;
+      }
     | undefined;
   #handOverScheduled = false;
   readonly #limitLog = new LogLimiter();
@@ -120,7 +140,7 @@ export class HoldQueue {
     this.#contexts.delete(context);
     if (this.#contexts.size > 0) return;
     if (this.#held.size === 0) {
-      this.#owner.forget(this);
+      this.#endPeriod();
       return;
     }
     this.#log.debug(
@@ -164,6 +184,11 @@ export class HoldQueue {
     counters.held++;
     connection.onClose(this.#heldClosed);
     if (this.#period === undefined) this.#startPeriod();
+    else {
+      // Endpoints came and went again: the period goes on. Held again after a gap: ask again.
+      this.#period.ending = false;
+      if (this.#needPodsTimer === undefined) this.#ask();
+    }
     this.#armTimeout();
     if (idlerChannels.hold.hasSubscribers) {
       const message: IdlerHoldMessage = {
@@ -181,23 +206,39 @@ export class HoldQueue {
    * caller returns (a microtask), since it is called from the Proxier's endpoint handler.
    */
   endpointsChanged(): void {
-    if (this.#held.size === 0 || this.#handOverScheduled) return;
+    if (this.#handOverScheduled) return;
+    // Nobody held and no idle period to end (its NeedPods may not even have been sent yet).
+    if (this.#held.size === 0 && this.#period === undefined) return;
     this.#handOverScheduled = true;
     queueMicrotask(() => {
       this.#handOverScheduled = false;
-      if (this.#lb.serviceHasEndpoints(this.servicePort)) this.#handOver();
+      if (!this.#lb.serviceHasEndpoints(this.servicePort)) return;
+      // The pods came: what was asked for is moot (the unidle hook may stop retrying).
+      this.#endNeedPods();
+      this.#handOver();
+      if (this.#period !== undefined) this.#period.ending = true;
+      if (this.#held.size === 0) this.#endPeriod();
     });
   }
 
   /** Closes every held client (the Idler closes) and stops the timers. */
   close(): void {
-    for (const connection of [...this.#held.keys()]) {
-      this.#release(connection, 'closed');
-      connection.refuse('idler-closed');
-    }
+    this.refuseAll('idler-closed');
     for (const off of this.#contexts.values()) off();
     this.#contexts.clear();
-    this.#stopTimers();
+  }
+
+  /**
+   * Refuses every held client with `reason` (RST for those that sent bytes), aborts the NeedPods
+   * signal and stops the timers: the Idler closes, or the Service port went away (deleted, port
+   * removed, protocol changed), so nothing will ever hand these clients over.
+   */
+  refuseAll(reason: string): void {
+    for (const connection of [...this.#held.keys()]) {
+      this.#release(connection, 'closed');
+      connection.refuse(reason);
+    }
+    this.#endPeriod();
   }
 
   #handOver(): void {
@@ -260,14 +301,17 @@ export class HoldQueue {
       };
       idlerChannels.release.publish(message);
     }
-    if (this.#held.size === 0) this.#endPeriod();
+    if (this.#held.size === 0) {
+      // Nobody to time out or to ask for: the timers stop; the period ends with endpoints.
+      this.#stopTimers();
+      if (this.#period?.ending === true || !this.attached) this.#endPeriod();
+    }
   }
 
   #startPeriod(): void {
     const start = this.#owner.now();
     this.#period = {
       start,
-      abort: new AbortController(),
       counts: {
         'handed-over': 0,
         'hold-timeout': 0,
@@ -275,18 +319,30 @@ export class HoldQueue {
         'client-closed': 0,
         closed: 0,
       },
+      asked: false,
+      ending: false,
     };
     this.#log.info(`${this.name} has no endpoints: holding its clients and asking for pods`);
-    const interval = this.#owner.options.needPodsIntervalMs;
-    if (start - this.#lastNeedPodsAt >= interval) this.#signal(false);
-    else this.#armNeedPods(this.#lastNeedPodsAt + interval - start);
+    this.#ask();
   }
 
-  #signal(repeat: boolean): void {
+  /** Asks for pods now, or when `needPodsIntervalMs` has passed since the last time. */
+  #ask(): void {
+    const interval = this.#owner.options.needPodsIntervalMs;
+    const since = this.#owner.now() - this.#lastNeedPodsAt;
+    if (since >= interval) this.#signal();
+    else this.#armNeedPods(interval - since);
+  }
+
+  #signal(): void {
     const period = this.#period;
     if (period === undefined) return;
+    const repeat = period.asked;
+    period.asked = true;
     this.#lastNeedPodsAt = this.#owner.now();
-    this.#owner.needPods.send(this.#service, this.servicePort, 'TCP', repeat, period.abort.signal);
+    this.#needPodsAbort ??= new AbortController();
+    const { signal } = this.#needPodsAbort;
+    this.#owner.needPods.send(this.#service, this.servicePort, 'TCP', repeat, signal);
     this.#armNeedPods(this.#owner.options.needPodsIntervalMs);
   }
 
@@ -295,26 +351,40 @@ export class HoldQueue {
     this.#needPodsTimer = setTimeout(
       () => {
         this.#needPodsTimer = undefined;
-        if (this.#held.size > 0 && !this.#lb.serviceHasEndpoints(this.servicePort))
-          this.#signal(true);
+        // Asked again only while the Service is still idled here: once its last listener closed
+        // (it moved to the main proxier, or went away) its held clients wait, and ask nobody.
+        if (
+          this.#held.size > 0 &&
+          this.attached &&
+          !this.#lb.serviceHasEndpoints(this.servicePort)
+        ) {
+          this.#signal();
+        }
       },
       Math.max(1, delayMs),
     );
     this.#needPodsTimer.unref();
   }
 
+  /** The period is over (endpoints came, or the port left): one summary line; forgotten if detached. */
   #endPeriod(): void {
     const period = this.#period;
-    if (period === undefined) return;
     this.#period = undefined;
-    period.abort.abort();
     this.#stopTimers();
-    const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
-    const parts = Object.entries(period.counts)
-      .filter(([, n]) => n > 0)
-      .map(([outcome, n]) => `${n} ${outcome}`);
-    this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
-    if (!this.attached) this.#owner.forget(this);
+    this.#endNeedPods();
+    if (period !== undefined) {
+      const seconds = ((this.#owner.now() - period.start) / 1000).toFixed(1);
+      const parts = Object.entries(period.counts)
+        .filter(([, n]) => n > 0)
+        .map(([outcome, n]) => `${n} ${outcome}`);
+      this.#log.info(`${this.name} held clients for ${seconds} s: ${parts.join(', ')}`);
+    }
+    if (!this.attached && this.#held.size === 0) this.#owner.forget(this);
+  }
+
+  #endNeedPods(): void {
+    this.#needPodsAbort?.abort();
+    this.#needPodsAbort = undefined;
   }
 
   #stopTimers(): void {

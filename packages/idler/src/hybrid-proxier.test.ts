@@ -13,6 +13,7 @@ import { Idler } from './idler.js';
 import { IDLED_AT_ANNOTATION } from './idling-predicates.js';
 import { createIdlingProxySocketFactory } from './idling-socket-factory.js';
 import {
+  closed,
   connect,
   firstBytes,
   RecordingConntrack,
@@ -59,10 +60,10 @@ function slice(ip: string | undefined, tcpPort = 1, udpPort = 1): EndpointSlice 
   };
 }
 
-async function start() {
+async function start(idlerOptions: ConstructorParameters<typeof Idler>[0] = {}) {
   const recorder = new RecordingRecorder();
   const conntrack = new RecordingConntrack();
-  const idler = new Idler({ recorder });
+  const idler = new Idler({ recorder, ...idlerOptions });
   const logger = process.env.IDLER_DEBUG ? createLogger({ minLevel: 2 }) : undefined;
   const options = {
     minSyncPeriodMs: 5,
@@ -87,6 +88,20 @@ async function start() {
   hybrid.onServiceSynced();
   hybrid.onEndpointSlicesSynced();
   return { recorder, conntrack, idler, main, idling, hybrid };
+}
+
+/** Starts with the Service idled (no endpoints) and one client held with `request` sent. */
+async function startHolding(request: string) {
+  const h = await start();
+  const ip = randomLoopback();
+  h.hybrid.onEndpointSliceAdd(slice(undefined));
+  h.hybrid.onServiceAdd(service(ip, true));
+  await vi.waitFor(() => expect(h.idling.getServiceInfo(TCP)).toBeDefined());
+  const client = await connect(ip, 8080);
+  cleanups.push(() => client.destroy());
+  client.write(request);
+  await vi.waitFor(() => expect(h.idler.stats().heldNow).toBe(1));
+  return { ...h, ip, client };
 }
 
 describe('HybridProxier', () => {
@@ -173,5 +188,68 @@ describe('HybridProxier', () => {
     cleanups.push(() => tcp.close());
     h.hybrid.onEndpointSliceUpdate(slice(undefined), slice(backendIP, tcp.port));
     expect(await firstBytes(client, 'ok:late'.length)).toBe('ok:late');
+  });
+
+  it('refuses the held clients of a deleted Service at once, and of a removed port on an update', async () => {
+    const h = await startHolding('x');
+    const { ip, client: first } = h;
+    // The TCP port goes from the Service (the UDP one stays): its held client is refused.
+    const udpOnly = service(ip, true);
+    udpOnly.spec.ports = (udpOnly.spec.ports ?? []).filter((p) => p.protocol === 'UDP');
+    h.hybrid.onServiceUpdate(service(ip, true), udpOnly);
+    expect(await closed(first)).toBe('');
+    expect(h.idler.stats()).toMatchObject({ heldNow: 0, released: 1 });
+    // Back with its TCP port; then deleted while a client is held.
+    h.hybrid.onServiceUpdate(udpOnly, service(ip, true));
+    await vi.waitFor(() => expect(h.idling.getServiceInfo(TCP)).toBeDefined());
+    const second = await connect(ip, 8080);
+    second.write('y');
+    await vi.waitFor(() => expect(h.idler.stats().heldNow).toBe(1));
+    h.hybrid.onServiceDelete(service(ip, true));
+    expect(await closed(second)).toBe('');
+    expect(h.idler.stats()).toMatchObject({ heldNow: 0, released: 2 });
+    expect(h.idler.holds('ns', 'web')).toBe(false);
+  });
+
+  it('a drain refuses held clients at once instead of waiting out its deadline with them', async () => {
+    const h = await startHolding('waiting');
+    const { client } = h;
+    const errors: string[] = [];
+    client.on('error', (e: NodeJS.ErrnoException) => errors.push(e.code ?? ''));
+    const result = await h.hybrid.drain(60_000);
+    expect(result).toEqual({ remaining: 0, timedOut: false });
+    await closed(client);
+    // It had sent a request: a reset, so it does not take the close for an answer.
+    expect(errors).toEqual(['ECONNRESET']);
+    // Not handed to the stopping proxier, even if pods come now.
+    h.hybrid.onEndpointSliceUpdate(slice(undefined), slice('127.0.0.1', 9, 9));
+    expect(h.idler.stats()).toMatchObject({ handedOver: 0, heldNow: 0 });
+  });
+
+  it('opt-in UDP buffer: at the switch to main the buffered datagrams are dropped and counted, not replayed into the closing socket', async () => {
+    const h = await start({ udpBufferDatagrams: 4 });
+    const ip = randomLoopback();
+    h.hybrid.onEndpointSliceAdd(slice(undefined));
+    h.hybrid.onServiceAdd(service(ip, true));
+    await vi.waitFor(() => expect(h.idling.getServiceInfo(UDP)).toBeDefined());
+    const udp = dgram.createSocket('udp4');
+    const replies: string[] = [];
+    udp.on('message', (m) => replies.push(m.toString()));
+    await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+    cleanups.push(() => udp.close());
+    for (const d of ['q1', 'q2', 'q3']) udp.send(d, 5353, ip);
+    await vi.waitFor(() => expect(h.idler.stats().udpBuffered).toBe(3));
+    const backendIP = randomLoopback();
+    const dns = await udpBackend(backendIP);
+    cleanups.push(() => dns.close());
+    h.hybrid.onEndpointSliceUpdate(slice(undefined), slice(backendIP, 1, dns.port));
+    // A replay would go through the idling socket, which the switch closes at once with its
+    // sessions: nothing would reach the backend (seen before this fix), so none is claimed.
+    expect(h.idler.stats()).toMatchObject({ udpReplayed: 0, udpDropped: 3 });
+    // The client's retransmission is served by the main proxier.
+    await vi.waitFor(() => expect(h.main.getServiceInfo(UDP)).toBeDefined());
+    const retry = setInterval(() => udp.send('q1', 5353, ip), 20);
+    cleanups.push(() => clearInterval(retry));
+    await vi.waitFor(() => expect(replies).toContain('ok:q1'));
   });
 });

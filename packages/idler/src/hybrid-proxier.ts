@@ -133,6 +133,8 @@ export class HybridProxier implements Proxier {
     const state = this.#state(service.metadata.namespace, service.metadata.name);
     state.service = service;
     if (this.#shouldBeIdled(state) === state.isIdled) this.#update(state);
+    // Held clients of a port the Service no longer has would wait for nothing.
+    this.#idler.serviceChanged(state.namespace, state.name, service);
     this.#release(state);
   }
 
@@ -145,6 +147,7 @@ export class HybridProxier implements Proxier {
       state.delivered = undefined;
     }
     state.isIdled = false;
+    this.#idler.serviceChanged(state.namespace, state.name);
     this.#release(state);
   }
 
@@ -229,7 +232,14 @@ export class HybridProxier implements Proxier {
     return this.#main.pendingChanges() + this.#idling.pendingChanges() + switching;
   }
 
+  /**
+   * Drains both proxiers. The Idler is closed first: its held clients are refused at once (RST when
+   * they sent bytes), so they can retry elsewhere, instead of waiting for endpoints that a stopping
+   * proxier would never hand them to and being reset at the deadline. Hand-overs already dialling
+   * are connections like any other and are drained as such.
+   */
   async drain(deadlineMs: number): Promise<DrainResult> {
+    this.#idler.close();
     const [a, b] = await Promise.all([
       this.#main.drain(deadlineMs),
       this.#idling.drain(deadlineMs),
@@ -237,7 +247,9 @@ export class HybridProxier implements Proxier {
     return { remaining: a.remaining + b.remaining, timedOut: a.timedOut || b.timedOut };
   }
 
+  /** Shuts both proxiers down; the Idler is closed (idempotent) so no held client outlives them. */
   async shutdown(): Promise<void> {
+    this.#idler.close();
     if (!this.#stopped) {
       this.#stopped = true;
       diagnosticsChannel.unsubscribe(CHANNELS.sync, this.#onSync);
@@ -290,12 +302,17 @@ export class HybridProxier implements Proxier {
     const state = this.#state(object.metadata.namespace, serviceName);
     const id = `${kind}:${object.metadata.name}`;
     const wanted = this.#idlerWants(state);
+    const wasIdled = state.isIdled;
     if (deleted) {
       state.sources.delete(id);
       if (state.idlerSources.delete(id)) this.#toIdler(kind, object, 'delete');
     } else {
       const previous = state.sources.get(id)?.object;
       state.sources.set(id, { kind, object, empty: isEmptySource(object, kind) });
+      // Leaving the idling proxier: drop (and count) its UDP buffer before the endpoints reach it.
+      if (wasIdled && !this.#shouldBeIdled(state)) {
+        this.#idler.switchingToMain(state.namespace, state.name);
+      }
       if (wanted) {
         if (previous !== undefined && state.idlerSources.has(id)) {
           this.#toIdler(kind, object, 'update', previous);

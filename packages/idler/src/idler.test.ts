@@ -1,15 +1,17 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { RoundRobinLoadBalancer } from '@userspace-proxy/core';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { IDLER_CHANNELS, type IdlerReleaseMessage } from './diagnostics.js';
 import { HAND_OVER_BATCH, Idler } from './idler.js';
 import { IdlerBudget } from './idler-budget.js';
 import {
   endpointsOf,
   FakeConnection,
+  handedOver,
   RecordingHook,
   RecordingRecorder,
+  useIdlerFakeTimers,
 } from './test-support/fakes.js';
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
@@ -34,18 +36,7 @@ function setup(options: ConstructorParameters<typeof Idler>[0] = {}) {
   return { lb, recorder, hook, idler, context, policy, arrive, giveEndpoints };
 }
 
-/** Hand-overs run after the endpoint handler, in batches on the event loop (setImmediate, not faked). */
-const handedOver = async () => {
-  await Promise.resolve();
-  await new Promise((resolve) => setImmediate(resolve));
-};
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useIdlerFakeTimers();
 
 describe('the idling accept policy', () => {
   it('holds while the port has no endpoints and hands over oldest first when they come', async () => {

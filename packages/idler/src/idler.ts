@@ -5,6 +5,7 @@ import {
   type Logger,
   noopLogger,
   type ProxySocketContext,
+  type Service,
   servicePortNameString,
 } from '@userspace-proxy/core';
 import { HoldQueue, type HoldQueueOwner, type IdlerCounters } from './hold-queue.js';
@@ -84,6 +85,11 @@ export class Idler {
     udpReplayed: 0,
   };
   readonly #queues = new Map<string, HoldQueue>();
+  /**
+   * The queues of each Service ("ns/name"): the hybrid asks `holds` on every endpoints event of
+   * every Service, and a cluster may have thousands of idled ones, so no scan of every queue.
+   */
+  readonly #byService = new Map<string, Set<HoldQueue>>();
   readonly #gates = new Map<string, UdpGate>();
   readonly #owner: HoldQueueOwner;
   readonly #handOvers = new Set<HoldQueue>();
@@ -107,7 +113,13 @@ export class Idler {
       counters: this.counters,
       needPods: this.needPods,
       forget: (queue) => {
-        if (this.#queues.get(queue.key) === queue) this.#queues.delete(queue.key);
+        if (this.#queues.get(queue.key) !== queue) return;
+        this.#queues.delete(queue.key);
+        const sp = queue.servicePort;
+        const key = serviceKey(sp.namespace, sp.name);
+        const set = this.#byService.get(key);
+        set?.delete(queue);
+        if (set?.size === 0) this.#byService.delete(key);
       },
       handOver: (queue) => this.#handOver(queue),
     };
@@ -147,10 +159,7 @@ export class Idler {
 
   /** True while any Service port of `namespace/name` holds TCP clients: the hybrid keeps forwarding endpoints. */
   holds(namespace: string, name: string): boolean {
-    for (const queue of this.#queues.values()) {
-      const sp = queue.servicePort;
-      if (sp.namespace === namespace && sp.name === name && queue.size > 0) return true;
-    }
+    for (const queue of this.#queuesOf(namespace, name)) if (queue.size > 0) return true;
     return false;
   }
 
@@ -159,9 +168,49 @@ export class Idler {
    * sockets have closed (the hybrid calls it after forwarding endpoints to the idling proxier).
    */
   endpointsChanged(namespace: string, name: string): void {
-    for (const queue of this.#queues.values()) {
-      const sp = queue.servicePort;
-      if (sp.namespace === namespace && sp.name === name) queue.endpointsChanged();
+    for (const queue of this.#queuesOf(namespace, name)) queue.endpointsChanged();
+  }
+
+  /**
+   * The Service `namespace/name` changed or went away (`service` undefined): the held clients of
+   * each of its TCP ports that `service` no longer has (the port was removed, renamed or changed
+   * protocol, or the Service was deleted) are refused at once with reason `service-changed`, and
+   * their NeedPods stops. Nothing would ever hand them over, so they would otherwise wait out
+   * their hold timeout, and NeedPods would keep waking a Service that is gone. The hybrid calls
+   * it on every Service update and delete; call it yourself when you use the idling proxier
+   * without the hybrid.
+   */
+  serviceChanged(namespace: string, name: string, service?: Service): void {
+    const keep = new Set(
+      service === undefined
+        ? []
+        : (service.spec.ports ?? []).map(
+            (port) =>
+              `${servicePortNameString({ namespace, name, port: port.name ?? '' })}/${(port.protocol ?? 'TCP').toUpperCase()}`,
+          ),
+    );
+    for (const queue of [...this.#queuesOf(namespace, name)]) {
+      if (keep.has(queue.key)) continue;
+      if (queue.size > 0) {
+        this.log.info(
+          `${queue.name} is gone from its Service: refusing its ${queue.size} held client(s)`,
+        );
+      }
+      queue.refuseAll('service-changed');
+      if (!queue.attached) this.#owner.forget(queue);
+    }
+  }
+
+  /**
+   * The hybrid is about to move `namespace/name` to the main proxier because its endpoints came:
+   * the UDP datagrams buffered for it (`udpBufferDatagrams`) are dropped and counted, not replayed,
+   * since the idling socket that would replay them closes with the switch and its sessions with it
+   * (a replay would reach no backend). Held TCP clients are not affected: they outlive the switch.
+   */
+  switchingToMain(namespace: string, name: string): void {
+    for (const gate of this.#gates.values()) {
+      const sp = gate.servicePort;
+      if (sp.namespace === namespace && sp.name === name) gate.discard();
     }
   }
 
@@ -190,6 +239,7 @@ export class Idler {
     this.#handOverTurn = undefined;
     for (const queue of [...this.#queues.values()]) queue.close();
     this.#queues.clear();
+    this.#byService.clear();
     for (const gate of [...this.#gates.values()]) gate.close();
     this.#gates.clear();
   }
@@ -235,13 +285,30 @@ export class Idler {
     this.#scheduleHandOver();
   };
 
+  #queuesOf(namespace: string, name: string): Iterable<HoldQueue> {
+    return this.#byService.get(serviceKey(namespace, name)) ?? [];
+  }
+
   #queue(context: ProxySocketContext): HoldQueue {
     const key = `${servicePortNameString(context.servicePort)}/TCP`;
     let queue = this.#queues.get(key);
     if (queue === undefined) {
       queue = new HoldQueue(this.#owner, key, context);
       this.#queues.set(key, queue);
+      const sp = context.servicePort;
+      const byKey = serviceKey(sp.namespace, sp.name);
+      let set = this.#byService.get(byKey);
+      if (set === undefined) {
+        set = new Set();
+        this.#byService.set(byKey, set);
+      }
+      set.add(queue);
     }
     return queue;
   }
+}
+
+/** "ns/name": the key of the per-Service index. */
+function serviceKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
 }

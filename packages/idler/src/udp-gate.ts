@@ -74,17 +74,20 @@ export class UdpGate {
     this.#contexts.set(context, off);
   }
 
-  /** A listener of the port closed; its buffered datagrams go. */
+  /** A listener of the port closed; its buffered datagrams go (counted as dropped). */
   detach(context: ProxySocketContext, socket: GatedDatagramSocket): void {
     this.#contexts.get(context)?.();
     this.#contexts.delete(context);
+    let dropped = 0;
     for (let i = this.#buffer.length - 1; i >= 0; i--) {
       const entry = this.#buffer[i];
       if (entry?.socket === socket) {
         this.#buffer.splice(i, 1);
         this.#bufferBytes -= entry.datagram.length;
+        dropped++;
       }
     }
+    this.#dropped(dropped);
     if (this.#contexts.size === 0) {
       this.#burst?.abort();
       this.#forget();
@@ -113,20 +116,36 @@ export class UdpGate {
       counters.udpBuffered++;
       return false;
     }
-    counters.udpDropped++;
-    if (idlerChannels.udpDropped.hasSubscribers) {
-      const message: IdlerUdpMessage = { service: this.name, protocol: 'UDP', datagrams: 1 };
-      idlerChannels.udpDropped.publish(message);
-    }
+    this.#dropped(1);
     return false;
   }
 
-  /** Drops the buffer and ends the burst (the Idler closes). */
+  /**
+   * Drops the buffered datagrams, counted: the hybrid is about to move the Service to the main
+   * proxier, and the idling socket that would replay them closes with the switch (its sessions,
+   * and anything replayed through them, with it).
+   */
+  discard(): void {
+    const n = this.#buffer.length;
+    this.#buffer.length = 0;
+    this.#bufferBytes = 0;
+    this.#dropped(n);
+  }
+
+  #dropped(datagrams: number): void {
+    if (datagrams === 0) return;
+    this.#owner.counters.udpDropped += datagrams;
+    if (idlerChannels.udpDropped.hasSubscribers) {
+      const message: IdlerUdpMessage = { service: this.name, protocol: 'UDP', datagrams };
+      idlerChannels.udpDropped.publish(message);
+    }
+  }
+
+  /** Drops the buffer (counted) and ends the burst (the Idler closes). */
   close(): void {
     for (const off of this.#contexts.values()) off();
     this.#contexts.clear();
-    this.#buffer.length = 0;
-    this.#bufferBytes = 0;
+    this.discard();
     this.#burst?.abort();
   }
 
@@ -146,6 +165,8 @@ export class UdpGate {
       replayed++;
       entry.socket.deliver(entry.datagram, entry.rinfo);
     }
+    // Stale ones (held longer than a TCP client would be) are dropped, and counted as such.
+    this.#dropped(entries.length - replayed);
     this.#owner.counters.udpReplayed += replayed;
     this.#log.info(`${this.name} has endpoints: replayed ${replayed} buffered datagram(s)`);
     if (idlerChannels.udpReplayed.hasSubscribers && replayed > 0) {

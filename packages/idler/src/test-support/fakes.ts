@@ -10,6 +10,7 @@ import type {
   ObjectReference,
   Protocol,
 } from '@userspace-proxy/core';
+import { afterEach, beforeEach, vi } from 'vitest';
 import type { NeedPodsRequest, UnidleHook } from '../unidle-hook.js';
 
 /** A random loopback address, so parallel runs do not collide. */
@@ -207,5 +208,21 @@ export function firstBytes(socket: net.Socket, n: number): Promise<string> {
     };
     socket.on('data', onData);
     socket.once('close', () => reject(new Error(`closed after ${JSON.stringify(data)}`)));
+  });
+}
+
+/** Hand-overs run after the endpoint handler, in batches on the event loop (setImmediate, not faked). */
+export async function handedOver(): Promise<void> {
+  await Promise.resolve();
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Fakes the idler's clocks (timeouts, NeedPods intervals) in every test of the calling file. */
+export function useIdlerFakeTimers(): void {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
   });
 }

@@ -84,7 +84,11 @@ export function createWorkerSources(
     ...(init.unidler
       ? {
           createUnidler: () => ({
-            needPods: (request) => send({ type: 'up:need-pods', request }),
+            // Without its signal: an AbortSignal does not cross the IPC channel (it arrives as
+            // `{}`, and the unidler's addEventListener on it threw), so the primary's scale-up
+            // runs until it is done, moot or not.
+            needPods: ({ service, servicePort }) =>
+              send({ type: 'up:need-pods', request: { service, servicePort } }),
             close: async () => {},
           }),
         }
