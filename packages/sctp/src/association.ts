@@ -19,6 +19,7 @@ import type {
   SctpMessage,
   SctpOutboundMessage,
 } from './association-types.js';
+import { zeroAssociationCounters } from './association-types.js';
 import { CauseCode, ChunkType, FLAG_T, type ParsedPacket, type RawChunk } from './chunk-types.js';
 import {
   CodecError,
@@ -87,19 +88,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   /** Negotiated stream counts (0 until the handshake completes). */
   outboundStreams = 0;
   inboundStreams = 0;
-  readonly counters: SctpAssociationCounters = {
-    packetsIn: 0,
-    packetsOut: 0,
-    messagesIn: 0,
-    messagesOut: 0,
-    bytesIn: 0,
-    bytesOut: 0,
-    retransmits: 0,
-    fastRetransmits: 0,
-    timeouts: 0,
-    duplicateChunks: 0,
-    droppedChunks: 0,
-  };
+  readonly counters: SctpAssociationCounters = zeroAssociationCounters();
   closeInfo: SctpCloseInfo | undefined;
 
   private readonly host: AssociationHost;
@@ -317,6 +306,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     const byLocalTag = p.vtag === this.localTag;
     if (byLocalTag) this.remoteEncapsulationPort = udpPort;
     let gotData = false;
+    let reported = false;
     for (const c of p.chunks) {
       if (this.isClosed) return;
       if (!byLocalTag) {
@@ -370,8 +360,12 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
           break;
         default: {
           // RFC 9260 §3.2: the two top bits say stop or skip, and whether to report.
+          // One report per packet: a packet of 256 unknown chunks must not make 256 ERRORs.
           const action = c.type >> 6;
-          if (action === 1 || action === 3) this.reportUnrecognized(c);
+          if ((action === 1 || action === 3) && !reported) {
+            reported = true;
+            this.reportUnrecognized(c);
+          }
           if (action <= 1) {
             this.afterPacket(gotData);
             return;
@@ -437,7 +431,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       case 'too-big':
         this.fail(
           'protocol-error',
-          `incoming message larger than ${this.opt.maxMessageBytes} bytes`,
+          `receive buffer exhausted: an incoming message larger than ${this.opt.maxMessageBytes} bytes, or held data that can never be delivered`,
           CauseCode.OUT_OF_RESOURCE,
         );
         break;
@@ -597,10 +591,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   }
 
   private reportUnrecognized(c: RawChunk): void {
+    // The chunk is echoed truncated to 64 bytes of value, its length field saying what is echoed.
     const body = Buffer.alloc(4 + Math.min(c.value.length, 64));
     body[0] = c.type;
     body[1] = c.flags;
-    body.writeUInt16BE(4 + c.value.length, 2);
+    body.writeUInt16BE(body.length, 2);
     c.value.copy(body, 4, 0, body.length - 4);
     this.queueCtrl(ChunkType.ERROR, 0, encodeCause(CauseCode.UNRECOGNIZED_CHUNK, body));
   }

@@ -193,6 +193,44 @@ describe('SctpProxySocket', () => {
     expect(gone.reason).toBe('abort-remote');
   });
 
+  it("keeps open relays across endpoint changes and its own close, and drains on the client's shutdown", async () => {
+    const ep = randomPort();
+    const b1 = await backend(1, ep);
+    const b2 = await backend(2, ep);
+    const lb = new FakeLoadBalancer({ [key]: [b1.endpoint] });
+    const { socket, connect } = await proxy(lb, ep);
+    const client = await connect();
+    const got = collect(client);
+    const ask = async (n: number): Promise<number> => {
+      client.send({ data: Buffer.from('who') });
+      await waitFor(() => got.length === n, 10_000, 'answer');
+      return got[n - 1]?.ppid as number;
+    };
+    expect(await ask(1)).toBe(1);
+    // The Service moves to another endpoint: the open relay stays on its own, new clients move.
+    lb.setEndpoints(key, [b2.endpoint]);
+    expect(await ask(2)).toBe(1);
+    const other = await connect();
+    const otherGot = collect(other);
+    other.send({ data: Buffer.from('who') });
+    await waitFor(() => otherGot.length === 1, 10_000, 'the new client is answered');
+    expect(otherGot[0]?.ppid).toBe(2);
+    other.abort('done');
+    // Closing the socket stops accepting; what is open carries on until it ends.
+    await socket.close();
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    expect(await ask(3)).toBe(1);
+    let idle = false;
+    expect(socket.idle).toBeDefined();
+    void socket.idle?.().then(() => {
+      idle = true;
+    });
+    client.shutdown();
+    expect((await closed(client)).reason).toBe('shutdown');
+    expect((await closed(b1.accepted[0] as SctpAssociation)).reason).toBe('shutdown');
+    await waitFor(() => idle, 5_000, 'socket idle');
+  });
+
   it('hands every other protocol to the base factory', async () => {
     let asked = '';
     const base: ProxySocketFactory = (ctx) => {

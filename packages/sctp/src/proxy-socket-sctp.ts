@@ -36,6 +36,11 @@ export interface SctpProxySocketOptions {
   /** Associations one socket relays at once (client side); more are aborted. Default 1024. */
   readonly maxAssociations?: number;
   /**
+   * Client associations from one client IP address; more are aborted (Out of Resource). Default
+   * `maxAssociations`: no separate bound, since clients behind one NAT or node share an address.
+   */
+  readonly maxAssociationsPerAddress?: number;
+  /**
    * Each endpoint association on a UDP socket of its own, connected to the endpoint
    * ({@link SctpConnectOptions.connectedSocket}): a third less CPU per packet sent to endpoints,
    * for one file descriptor per relay. The endpoint must answer from the UDP port it is sent to.
@@ -108,6 +113,8 @@ export class SctpProxySocket implements ProxySocket {
       encapsulationPort: options.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
       endpointEncapsulationPort: options.endpointEncapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
       maxAssociations: options.maxAssociations ?? 1024,
+      maxAssociationsPerAddress:
+        options.maxAssociationsPerAddress ?? options.maxAssociations ?? 1024,
       connectedEndpointSockets: options.connectedEndpointSockets ?? true,
       dialTimeoutsMs: options.dialTimeoutsMs ?? DEFAULT_PROXY_SOCKET_OPTIONS.dialTimeoutsMs,
       association: { ...PROXY_ASSOCIATION_DEFAULTS, ...options.association },
@@ -120,6 +127,7 @@ export class SctpProxySocket implements ProxySocket {
         port: ctx.port,
         encapsulationPort: opts.encapsulationPort,
         maxAssociations: opts.maxAssociations,
+        maxAssociationsPerAddress: opts.maxAssociationsPerAddress,
         association: opts.association,
       });
     } catch (cause) {
