@@ -499,7 +499,14 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       outboundStreams: Math.min(this.opt.outboundStreams, init.inboundStreams),
       inboundStreams: Math.min(this.opt.inboundStreams, init.outboundStreams),
     });
-    this.cookie = Buffer.from(init.cookie as Buffer);
+    const cookie = init.cookie as Buffer;
+    if (12 + 4 + cookie.length > this.packetBytes) {
+      // A COOKIE ECHO must fit one packet (no fragmentation below SCTP here): fail now, clearly,
+      // instead of sending empty packets until Max.Init.Retransmits.
+      this.finish('connect-failed', `State Cookie of ${cookie.length} bytes does not fit a packet`);
+      return;
+    }
+    this.cookie = Buffer.from(cookie);
     this.state = 'cookie-echoed';
     this.initRetransmits = 0;
     this.t1Rto = this.opt.rtoInitial;

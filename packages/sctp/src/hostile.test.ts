@@ -371,6 +371,28 @@ describe('hostile peer: cookies, INIT on a live association, restart', () => {
     expect(link.b.counters.replayedCookies).toBe(1);
   });
 
+  it('fails a connect at once when the INIT ACK carries a State Cookie too big for a packet', async () => {
+    const link = memoryLink(OPTS);
+    links.push(link);
+    link.socketA.filter = (p) => (chunkTypes(p)[0] === ChunkType.INIT ? undefined : p);
+    const a = link.connect();
+    await tick();
+    const v = Buffer.alloc(16 + 4 + 2000);
+    v.writeUInt32BE(0x5555, 0);
+    v.writeUInt32BE(65_536, 4);
+    v.writeUInt16BE(4, 8);
+    v.writeUInt16BE(4, 10);
+    v.writeUInt16BE(7, 16); // State Cookie parameter
+    v.writeUInt16BE(4 + 2000, 18);
+    link.a.receive(
+      craft(5000, a.localPort, a.localTag, [{ type: ChunkType.INIT_ACK, value: v }]),
+      '10.0.0.2',
+      1002,
+    );
+    expect(a.closeInfo?.reason).toBe('connect-failed');
+    expect(a.closeInfo?.detail).toContain('does not fit');
+  });
+
   it('answers a stale cookie with a Stale Cookie error, so the connect fails at once', async () => {
     const link = memoryLink({ ...OPTS, cookieLifetime: 1 });
     links.push(link);
