@@ -116,6 +116,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly t1: Timer;
   private readonly t2: Timer;
   private readonly t3: Timer;
+  /** T5-shutdown-guard (RFC 9260 §9.2): bounds SHUTDOWN-SENT, which DATA from the peer prolongs. */
+  private readonly t5: Timer;
   private readonly sackTimer: Timer;
   private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
@@ -151,6 +153,15 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t1 = new Timer(timers, () => this.onT1());
     this.t2 = new Timer(timers, () => this.onT2());
     this.t3 = new Timer(timers, () => this.onT3());
+    this.t5 = new Timer(timers, () => {
+      if (this.state === 'shutdown-sent' || this.state === 'shutdown-ack-sent') {
+        this.fail(
+          'timeout',
+          `shutdown not complete after ${5 * this.opt.rtoMax} ms (T5-shutdown-guard)`,
+          CauseCode.USER_INITIATED_ABORT,
+        );
+      }
+    });
     this.sackTimer = new Timer(timers, () => {
       this.sackNow = true;
       this.flush();
@@ -719,6 +730,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       this.t3.stop();
       this.queueCtrl(ChunkType.SHUTDOWN, 0, this.cumTsnValue());
       this.t2.start(sender.rto);
+      this.t5.start(5 * this.opt.rtoMax);
     } else if (this.state === 'shutdown-received') {
       this.state = 'shutdown-ack-sent';
       this.t3.stop();
@@ -852,6 +864,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t1.cancel();
     this.t2.cancel();
     this.t3.cancel();
+    this.t5.cancel();
     this.sackTimer.cancel();
     this.hbTimer.cancel();
     const unsentBytes = this.sender?.clear() ?? 0;

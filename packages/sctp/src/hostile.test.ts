@@ -299,7 +299,7 @@ describe('hostile peer: verification tags', () => {
       await tick();
       expect(s.client.closeInfo?.reason, state).toBe('abort-remote');
       const timers = s.client as unknown as Record<string, { running: boolean }>;
-      for (const t of ['t1', 't2', 't3', 'sackTimer', 'hbTimer'])
+      for (const t of ['t1', 't2', 't3', 't5', 'sackTimer', 'hbTimer'])
         expect(timers[t]?.running, `${state}: ${t}`).toBe(false);
     }
     // COOKIE-WAIT and COOKIE-ECHOED: connect fails.
