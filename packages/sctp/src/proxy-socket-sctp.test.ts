@@ -9,6 +9,7 @@ import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
+import { spyLogger } from '../../core/src/test-support/spy-logger.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
 import { withSctp } from './proxy-socket-sctp.js';
@@ -229,6 +230,43 @@ describe('SctpProxySocket', () => {
     expect((await closed(client)).reason).toBe('shutdown');
     expect((await closed(b1.accepted[0] as SctpAssociation)).reason).toBe('shutdown');
     await waitFor(() => idle, 5_000, 'socket idle');
+  });
+
+  it('logs the warnings of an engine it makes itself, at most one a second', async () => {
+    const ep = randomPort();
+    const b = await backend(1, ep);
+    const logger = spyLogger();
+    const ip = randomLoopback();
+    const encapsulationPort = randomPort();
+    const factory = withSctp(() => Promise.reject(new Error('base')), {
+      encapsulationPort,
+      endpointEncapsulationPort: ep,
+      maxAssociations: 1,
+      association: FAST,
+    });
+    const ctx = createSocketContext({
+      loadBalancer: new FakeLoadBalancer({ [key]: [b.endpoint] }),
+      protocol: 'SCTP',
+      ip,
+      port: 3868,
+      servicePort,
+      logger,
+    });
+    const socket = await factory(ctx);
+    const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
+    cleanup.push(async () => {
+      ctx.abort();
+      await socket.close();
+      await loop;
+    });
+    const connect = () =>
+      engine().connect({ address: ip, port: 3868, encapsulationPort, localAddress: '127.0.0.1' });
+    await connect();
+    // Past the listener's limit: the endpoint refuses and warns, once for both within the second.
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    expect(String(logger.warn.mock.calls[0]?.[0])).toContain('refused: 1 associations');
   });
 
   it('hands every other protocol to the base factory', async () => {
