@@ -223,4 +223,22 @@ describe('out of the blue (RFC 9260 §8.4)', () => {
     expect(info?.detail).toContain('T5-shutdown-guard');
     expect(timers.now()).toBeGreaterThanOrEqual(2000);
   });
+
+  it('keeps a peer-shut-down association open until a paused user has taken every message', async () => {
+    const { timers, client, server } = await established({ maxRetransmits: 1000 });
+    server.pause();
+    for (let i = 0; i < 5; i++) client.send({ data: Buffer.from([i]) });
+    client.shutdown();
+    await run(timers, 1000);
+    // Everything is acknowledged and the client asked to shut down, but the messages still wait.
+    expect(server.state).toBe('shutdown-received');
+    expect(client.state).toBe('shutdown-sent');
+    const got: number[] = [];
+    server.on('message', (m) => got.push(m.data[0] as number));
+    server.resume();
+    await run(timers, 500);
+    expect(got).toEqual([0, 1, 2, 3, 4]);
+    expect(server.closeInfo?.reason).toBe('shutdown');
+    expect(client.closeInfo?.reason).toBe('shutdown');
+  });
 });

@@ -275,6 +275,10 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (this.queueHead === this.queue.length) {
       this.queue.length = 0;
       this.queueHead = 0;
+      if (this.state === 'shutdown-received') {
+        this.progressShutdown();
+        this.scheduleFlush();
+      }
     }
     if (!this.isClosed && this.advertisedWindow() - this.lastAdvertised >= this.packetBytes) {
       this.sackNow = true;
@@ -731,7 +735,9 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       this.queueCtrl(ChunkType.SHUTDOWN, 0, this.cumTsnValue());
       this.t2.start(sender.rto);
       this.t5.start(5 * this.opt.rtoMax);
-    } else if (this.state === 'shutdown-received') {
+    } else if (this.state === 'shutdown-received' && this.queueHead === this.queue.length) {
+      // Not while messages wait for a paused user: SHUTDOWN ACK leads to CLOSED, which would drop
+      // them although the peer had them acknowledged (a relay pausing for backpressure lost them).
       this.state = 'shutdown-ack-sent';
       this.t3.stop();
       this.queueCtrl(ChunkType.SHUTDOWN_ACK);

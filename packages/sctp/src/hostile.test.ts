@@ -557,4 +557,28 @@ describe('hostile network: what the relay tells the other side', () => {
     expect(r.server.closeInfo?.detail).toContain('abort-remote');
     expect((await r.relay.done).closedFirst).toBe('client');
   });
+
+  it('delivers what a client sent before shutting down while its endpoint was being dialled', async () => {
+    const front = memoryLink(OPTS);
+    const back = memoryLink(OPTS);
+    links.push(front, back);
+    const client = front.connect();
+    await waitFor(() => front.accepted.length === 1, 2_000, 'client side up');
+    const clientSide = front.accepted[0] as Association;
+    clientSide.pause(); // as the proxy socket does until the endpoint is up
+    for (let i = 0; i < 3; i++) client.send({ streamId: i, data: Buffer.from([i]) });
+    client.shutdown();
+    await waitFor(() => clientSide.state === 'shutdown-received', 2_000, 'client shut down');
+    const endpointSide = back.connect();
+    await waitFor(() => endpointSide.state === 'established', 2_000, 'endpoint dialled');
+    const server = back.accepted[0] as Association;
+    const got: number[] = [];
+    server.on('message', (m) => got.push(m.data[0] as number));
+    relayAssociations(clientSide, endpointSide);
+    clientSide.resume();
+    await waitFor(() => server.isClosed && client.isClosed, 5_000, 'both closed');
+    expect(got).toEqual([0, 1, 2]);
+    expect(client.closeInfo?.reason).toBe('shutdown');
+    expect(server.closeInfo?.reason).toBe('shutdown');
+  });
 });
