@@ -113,6 +113,8 @@ export class SctpEndpoint implements AssociationHost {
   private refs = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
+  private refusedReportedAt = Number.NEGATIVE_INFINITY;
+  private refusedUnreported = 0;
   private idleCheck: ReturnType<typeof setTimeout> | undefined;
   private readonly onSendDone = (err: Error | null): void => {
     if (err) this.counters.sendErrors++;
@@ -252,7 +254,7 @@ export class SctpEndpoint implements AssociationHost {
     this.counters.datagramsIn++;
     const p = parsePacket(msg);
     if (p instanceof CodecError) {
-      this.refuse(p.reason);
+      this.refuse(p.reason, p.detail, msg, address, port);
       return;
     }
     const a = this.byTag.get(p.vtag);
@@ -289,8 +291,32 @@ export class SctpEndpoint implements AssociationHost {
     }
   }
 
-  private refuse(reason: string): void {
+  /**
+   * Counts a refused datagram and reports one a second (with how many more there were), its first
+   * bytes in hex: a flood of bad packets costs a counter each, not a log line or a string each.
+   */
+  private refuse(
+    reason: string,
+    detail: string,
+    msg: Buffer | undefined,
+    address: string,
+    port: number,
+  ): void {
     this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + 1;
+    if (this.settings.onWarning === undefined) return;
+    const now = this.timers.now();
+    if (now - this.refusedReportedAt < 1000) {
+      this.refusedUnreported++;
+      return;
+    }
+    this.refusedReportedAt = now;
+    const more = this.refusedUnreported;
+    this.refusedUnreported = 0;
+    const head = msg ? `, first bytes ${msg.subarray(0, 16).toString('hex')}` : '';
+    this.warn(
+      `SCTP datagram from ${address}:${port} refused: ${reason} (${detail.slice(0, 80)})${head}` +
+        (more > 0 ? `; ${more} more refused since the last report` : ''),
+    );
   }
 
   private outOfTheBlue(p: ParsedPacket, address: string, port: number): void {
@@ -338,12 +364,18 @@ export class SctpEndpoint implements AssociationHost {
 
   private onInit(p: ParsedPacket, c: RawChunk, address: string, port: number): void {
     if (p.vtag !== 0 || p.chunks.length !== 1) {
-      this.refuse('bad-init-packet');
+      this.refuse(
+        'bad-init-packet',
+        'INIT bundled or with a non-zero tag',
+        undefined,
+        address,
+        port,
+      );
       return;
     }
     const init = decodeInit(c);
     if (init instanceof CodecError) {
-      this.refuse(init.reason);
+      this.refuse(init.reason, init.detail, undefined, address, port);
       return;
     }
     const l = this.portListeners.get(p.dstPort);

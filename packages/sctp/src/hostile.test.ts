@@ -10,8 +10,10 @@ import { waitFor } from '../../core/src/test-support/wait-for.js';
 import type { Association } from './association.js';
 import type { SctpMessage } from './association-types.js';
 import { CauseCode, ChunkType, FLAG_T } from './chunk-types.js';
+import { SctpEndpoint } from './endpoint.js';
 import { relayAssociations } from './relay.js';
 import { causes, craft, data, parsed, sack, tsnState } from './test-support/craft.js';
+import { manualTimers } from './test-support/manual-timers.js';
 import { type MemoryLink, memoryLink } from './test-support/memory-link.js';
 import { chunkTypes } from './test-support/udp-relay.js';
 
@@ -137,6 +139,27 @@ describe('hostile peer: packet structure', () => {
       causes(s.fromServer, ChunkType.ERROR).filter((x) => x === CauseCode.UNRECOGNIZED_CHUNK),
     ).toHaveLength(1);
     expect(s.server.state).toBe('established');
+  });
+
+  it('counts every refused datagram and reports one a second, escaped as hex', () => {
+    const timers = manualTimers();
+    const warnings: string[] = [];
+    const ep = new SctpEndpoint(
+      { send: () => undefined, close: (cb) => cb?.() },
+      '10.0.0.2',
+      1002,
+      { timers, onWarning: (m) => warnings.push(m) },
+    );
+    const junk = Buffer.from('\u001b[31mnot sctp at all, and long enough', 'latin1');
+    for (let i = 0; i < 100; i++) ep.receive(junk, '10.0.0.1', 1001);
+    expect(ep.counters.refused['bad-checksum']).toBe(100);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`first bytes ${junk.subarray(0, 16).toString('hex')}`);
+    expect(warnings[0]).not.toContain('\u001b');
+    timers.advance(1000);
+    ep.receive(junk, '10.0.0.1', 1001);
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toContain('99 more refused');
   });
 
   it('skips unknown INIT parameters of every action and still sets up the association', async () => {
