@@ -67,6 +67,23 @@ export interface SctpAssociationCounters {
   droppedChunks: number;
 }
 
+/** Fresh, zeroed counters: the one definition both the engine and the foreign-stack adapters use. */
+export function zeroAssociationCounters(): SctpAssociationCounters {
+  return {
+    packetsIn: 0,
+    packetsOut: 0,
+    messagesIn: 0,
+    messagesOut: 0,
+    bytesIn: 0,
+    bytesOut: 0,
+    retransmits: 0,
+    fastRetransmits: 0,
+    timeouts: 0,
+    duplicateChunks: 0,
+    droppedChunks: 0,
+  };
+}
+
 /** Events of an association. */
 export interface SctpAssociationEvents {
   message: [SctpMessage];

@@ -200,4 +200,45 @@ describe('out of the blue (RFC 9260 §8.4)', () => {
     await waitFor(() => a.state === 'closed', 2_000, 'client closed');
     expect(a.closeInfo?.reason).toBe('connect-failed');
   });
+
+  it('bounds SHUTDOWN-SENT with T5-shutdown-guard when the peer keeps sending DATA', async () => {
+    const { timers, link, client, server } = await established({
+      rtoMax: 400,
+      maxRetransmits: 1000,
+    });
+    // The server side never answers SHUTDOWN, but keeps sending DATA (each restarts T2).
+    link.socketA.filter = (p) => (chunkTypes(p).includes(ChunkType.SHUTDOWN) ? undefined : p);
+    client.shutdown();
+    await tick();
+    expect(client.state).toBe('shutdown-sent');
+    let info: Association['closeInfo'];
+    client.on('close', (i) => {
+      info = i;
+    });
+    for (let t = 0; t < 2100 && !info; t += 50) {
+      if (server.state === 'established') server.send({ data: Buffer.alloc(10) });
+      await run(timers, 50);
+    }
+    expect(info?.reason).toBe('timeout');
+    expect(info?.detail).toContain('T5-shutdown-guard');
+    expect(timers.now()).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('keeps a peer-shut-down association open until a paused user has taken every message', async () => {
+    const { timers, client, server } = await established({ maxRetransmits: 1000 });
+    server.pause();
+    for (let i = 0; i < 5; i++) client.send({ data: Buffer.from([i]) });
+    client.shutdown();
+    await run(timers, 1000);
+    // Everything is acknowledged and the client asked to shut down, but the messages still wait.
+    expect(server.state).toBe('shutdown-received');
+    expect(client.state).toBe('shutdown-sent');
+    const got: number[] = [];
+    server.on('message', (m) => got.push(m.data[0] as number));
+    server.resume();
+    await run(timers, 500);
+    expect(got).toEqual([0, 1, 2, 3, 4]);
+    expect(server.closeInfo?.reason).toBe('shutdown');
+    expect(client.closeInfo?.reason).toBe('shutdown');
+  });
 });

@@ -19,6 +19,7 @@ import type {
   SctpMessage,
   SctpOutboundMessage,
 } from './association-types.js';
+import { zeroAssociationCounters } from './association-types.js';
 import { CauseCode, ChunkType, FLAG_T, type ParsedPacket, type RawChunk } from './chunk-types.js';
 import {
   CodecError,
@@ -87,19 +88,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   /** Negotiated stream counts (0 until the handshake completes). */
   outboundStreams = 0;
   inboundStreams = 0;
-  readonly counters: SctpAssociationCounters = {
-    packetsIn: 0,
-    packetsOut: 0,
-    messagesIn: 0,
-    messagesOut: 0,
-    bytesIn: 0,
-    bytesOut: 0,
-    retransmits: 0,
-    fastRetransmits: 0,
-    timeouts: 0,
-    duplicateChunks: 0,
-    droppedChunks: 0,
-  };
+  readonly counters: SctpAssociationCounters = zeroAssociationCounters();
   closeInfo: SctpCloseInfo | undefined;
 
   private readonly host: AssociationHost;
@@ -127,6 +116,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly t1: Timer;
   private readonly t2: Timer;
   private readonly t3: Timer;
+  /** T5-shutdown-guard (RFC 9260 §9.2): bounds SHUTDOWN-SENT, which DATA from the peer prolongs. */
+  private readonly t5: Timer;
   private readonly sackTimer: Timer;
   private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
@@ -162,6 +153,15 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t1 = new Timer(timers, () => this.onT1());
     this.t2 = new Timer(timers, () => this.onT2());
     this.t3 = new Timer(timers, () => this.onT3());
+    this.t5 = new Timer(timers, () => {
+      if (this.state === 'shutdown-sent' || this.state === 'shutdown-ack-sent') {
+        this.fail(
+          'timeout',
+          `shutdown not complete after ${5 * this.opt.rtoMax} ms (T5-shutdown-guard)`,
+          CauseCode.USER_INITIATED_ABORT,
+        );
+      }
+    });
     this.sackTimer = new Timer(timers, () => {
       this.sackNow = true;
       this.flush();
@@ -275,6 +275,10 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (this.queueHead === this.queue.length) {
       this.queue.length = 0;
       this.queueHead = 0;
+      if (this.state === 'shutdown-received') {
+        this.progressShutdown();
+        this.scheduleFlush();
+      }
     }
     if (!this.isClosed && this.advertisedWindow() - this.lastAdvertised >= this.packetBytes) {
       this.sackNow = true;
@@ -317,6 +321,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     const byLocalTag = p.vtag === this.localTag;
     if (byLocalTag) this.remoteEncapsulationPort = udpPort;
     let gotData = false;
+    let reported = false;
     for (const c of p.chunks) {
       if (this.isClosed) return;
       if (!byLocalTag) {
@@ -370,8 +375,12 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
           break;
         default: {
           // RFC 9260 §3.2: the two top bits say stop or skip, and whether to report.
+          // One report per packet: a packet of 256 unknown chunks must not make 256 ERRORs.
           const action = c.type >> 6;
-          if (action === 1 || action === 3) this.reportUnrecognized(c);
+          if ((action === 1 || action === 3) && !reported) {
+            reported = true;
+            this.reportUnrecognized(c);
+          }
           if (action <= 1) {
             this.afterPacket(gotData);
             return;
@@ -437,7 +446,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       case 'too-big':
         this.fail(
           'protocol-error',
-          `incoming message larger than ${this.opt.maxMessageBytes} bytes`,
+          `receive buffer exhausted: an incoming message larger than ${this.opt.maxMessageBytes} bytes, or held data that can never be delivered`,
           CauseCode.OUT_OF_RESOURCE,
         );
         break;
@@ -505,7 +514,14 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       outboundStreams: Math.min(this.opt.outboundStreams, init.inboundStreams),
       inboundStreams: Math.min(this.opt.inboundStreams, init.outboundStreams),
     });
-    this.cookie = Buffer.from(init.cookie as Buffer);
+    const cookie = init.cookie as Buffer;
+    if (12 + 4 + cookie.length > this.packetBytes) {
+      // A COOKIE ECHO must fit one packet (no fragmentation below SCTP here): fail now, clearly,
+      // instead of sending empty packets until Max.Init.Retransmits.
+      this.finish('connect-failed', `State Cookie of ${cookie.length} bytes does not fit a packet`);
+      return;
+    }
+    this.cookie = Buffer.from(cookie);
     this.state = 'cookie-echoed';
     this.initRetransmits = 0;
     this.t1Rto = this.opt.rtoInitial;
@@ -597,10 +613,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   }
 
   private reportUnrecognized(c: RawChunk): void {
+    // The chunk is echoed truncated to 64 bytes of value, its length field saying what is echoed.
     const body = Buffer.alloc(4 + Math.min(c.value.length, 64));
     body[0] = c.type;
     body[1] = c.flags;
-    body.writeUInt16BE(4 + c.value.length, 2);
+    body.writeUInt16BE(body.length, 2);
     c.value.copy(body, 4, 0, body.length - 4);
     this.queueCtrl(ChunkType.ERROR, 0, encodeCause(CauseCode.UNRECOGNIZED_CHUNK, body));
   }
@@ -717,7 +734,10 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       this.t3.stop();
       this.queueCtrl(ChunkType.SHUTDOWN, 0, this.cumTsnValue());
       this.t2.start(sender.rto);
-    } else if (this.state === 'shutdown-received') {
+      this.t5.start(5 * this.opt.rtoMax);
+    } else if (this.state === 'shutdown-received' && this.queueHead === this.queue.length) {
+      // Not while messages wait for a paused user: SHUTDOWN ACK leads to CLOSED, which would drop
+      // them although the peer had them acknowledged (a relay pausing for backpressure lost them).
       this.state = 'shutdown-ack-sent';
       this.t3.stop();
       this.queueCtrl(ChunkType.SHUTDOWN_ACK);
@@ -850,6 +870,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.t1.cancel();
     this.t2.cancel();
     this.t3.cancel();
+    this.t5.cancel();
     this.sackTimer.cancel();
     this.hbTimer.cancel();
     const unsentBytes = this.sender?.clear() ?? 0;

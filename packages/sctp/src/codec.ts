@@ -52,6 +52,18 @@ export function parsePacket(buf: Buffer): ParsedPacket | CodecError {
     });
     off += (len + 3) & ~3;
   }
+  // RFC 9260 §6.10: INIT, INIT ACK and SHUTDOWN COMPLETE travel alone; a packet bundling one of
+  // them with anything else is discarded whole (a COOKIE ECHO would otherwise ride with an INIT).
+  if (chunks.length > 1) {
+    for (const c of chunks) {
+      if (
+        c.type === ChunkType.INIT ||
+        c.type === ChunkType.INIT_ACK ||
+        c.type === ChunkType.SHUTDOWN_COMPLETE
+      )
+        return new CodecError('bad-bundling', `chunk type ${c.type} bundled with others`);
+    }
+  }
   return {
     srcPort: buf.readUInt16BE(0),
     dstPort: buf.readUInt16BE(2),

@@ -20,6 +20,12 @@ export interface CookieContents {
   readonly peerPort: number;
 }
 
+/** A cookie whose MAC is good but whose life is over. */
+export interface StaleCookie {
+  readonly staleByMs: number;
+  readonly contents: CookieContents;
+}
+
 const BODY = 40;
 const MAC = 32;
 /** Bytes of a cookie: the body and its MAC. */
@@ -57,20 +63,20 @@ export class CookieSigner {
 
   /**
    * The contents of a cookie echoed by `peerAddress`, or a reason it is refused: `bad-cookie` for a
-   * wrong size, version or MAC, `stale-cookie` when older than `lifetimeMs`.
+   * wrong size, version or MAC, and for a good MAC older than `lifetimeMs` its contents with how
+   * long past its life it is (for the Stale Cookie error the peer is owed).
    */
   verify(
     cookie: Buffer,
     peerAddress: string,
     nowWall: number,
     lifetimeMs: number,
-  ): CookieContents | 'bad-cookie' | 'stale-cookie' {
+  ): CookieContents | 'bad-cookie' | StaleCookie {
     if (cookie.length !== COOKIE_BYTES || cookie[0] !== 1) return 'bad-cookie';
     const expected = this.mac(cookie.subarray(0, BODY), peerAddress);
     if (!timingSafeEqual(expected, cookie.subarray(BODY))) return 'bad-cookie';
     const createdAt = cookie.readDoubleBE(4);
-    if (!(nowWall - createdAt <= lifetimeMs) || createdAt > nowWall + 1000) return 'stale-cookie';
-    return {
+    const contents = {
       createdAt,
       localTag: cookie.readUInt32BE(12),
       peerTag: cookie.readUInt32BE(16),
@@ -82,5 +88,12 @@ export class CookieSigner {
       localPort: cookie.readUInt16BE(36),
       peerPort: cookie.readUInt16BE(38),
     };
+    if (!(nowWall - createdAt <= lifetimeMs) || createdAt > nowWall + 1000) {
+      const staleByMs = Number.isFinite(createdAt)
+        ? Math.max(0, nowWall - createdAt - lifetimeMs)
+        : 0;
+      return { staleByMs, contents };
+    }
+    return contents;
   }
 }

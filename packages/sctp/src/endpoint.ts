@@ -47,12 +47,16 @@ export interface SctpEndpointCounters {
   exceptions: number;
   /** OOTB / INIT ACK replies not sent because of the reply rate limit. */
   repliesLimited: number;
+  /** Valid COOKIE ECHOs for an association that already existed and closed (replays, duplicates). */
+  replayedCookies: number;
 }
 
 /** A listener registered on one SCTP port of an endpoint. */
 export interface EndpointListener {
   readonly options: ResolvedAssociationOptions;
   readonly maxAssociations: number;
+  /** Most associations from one peer IP address (all its ports); more are refused like the above. */
+  readonly maxAssociationsPerAddress: number;
   associations: number;
   accept(a: Association): void;
 }
@@ -89,18 +93,28 @@ export class SctpEndpoint implements AssociationHost {
     associationsRefused: 0,
     exceptions: 0,
     repliesLimited: 0,
+    replayedCookies: 0,
   };
   private readonly byTag = new Map<number, Association>();
   private readonly byTuple = new Map<string, Association>();
   private readonly portListeners = new Map<number, EndpointListener>();
   private readonly owner = new Map<Association, EndpointListener>();
+  /** Associations accepted per (listening port, peer address), for `maxAssociationsPerAddress`. */
+  private readonly perAddress = new Map<string, number>();
   private readonly signer = new CookieSigner();
+  /**
+   * Local tags of associations made from a cookie, remembered until their cookies expire, so a
+   * cookie is good for one association. At most {@link MAX_USED_COOKIE_TAGS}; the oldest go first.
+   */
+  private readonly usedCookieTags = new Map<number, number>();
   private readonly replyRate: number;
   private tokens: number;
   private tokensAt: number;
   private refs = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
+  private refusedReportedAt = Number.NEGATIVE_INFINITY;
+  private refusedUnreported = 0;
   private idleCheck: ReturnType<typeof setTimeout> | undefined;
   private readonly onSendDone = (err: Error | null): void => {
     if (err) this.counters.sendErrors++;
@@ -215,6 +229,10 @@ export class SctpEndpoint implements AssociationHost {
     if (l) {
       l.associations--;
       this.owner.delete(a);
+      const k = addressKey(a.localPort, a.remoteAddress);
+      const n = (this.perAddress.get(k) ?? 1) - 1;
+      if (n > 0) this.perAddress.set(k, n);
+      else this.perAddress.delete(k);
     }
     this.release();
   }
@@ -236,7 +254,7 @@ export class SctpEndpoint implements AssociationHost {
     this.counters.datagramsIn++;
     const p = parsePacket(msg);
     if (p instanceof CodecError) {
-      this.refuse(p.reason);
+      this.refuse(p.reason, p.detail, msg, address, port);
       return;
     }
     const a = this.byTag.get(p.vtag);
@@ -273,8 +291,32 @@ export class SctpEndpoint implements AssociationHost {
     }
   }
 
-  private refuse(reason: string): void {
+  /**
+   * Counts a refused datagram and reports one a second (with how many more there were), its first
+   * bytes in hex: a flood of bad packets costs a counter each, not a log line or a string each.
+   */
+  private refuse(
+    reason: string,
+    detail: string,
+    msg: Buffer | undefined,
+    address: string,
+    port: number,
+  ): void {
     this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + 1;
+    if (this.settings.onWarning === undefined) return;
+    const now = this.timers.now();
+    if (now - this.refusedReportedAt < 1000) {
+      this.refusedUnreported++;
+      return;
+    }
+    this.refusedReportedAt = now;
+    const more = this.refusedUnreported;
+    this.refusedUnreported = 0;
+    const head = msg ? `, first bytes ${msg.subarray(0, 16).toString('hex')}` : '';
+    this.warn(
+      `SCTP datagram from ${address}:${port} refused: ${reason} (${detail.slice(0, 80)})${head}` +
+        (more > 0 ? `; ${more} more refused since the last report` : ''),
+    );
   }
 
   private outOfTheBlue(p: ParsedPacket, address: string, port: number): void {
@@ -301,7 +343,9 @@ export class SctpEndpoint implements AssociationHost {
     this.counters.outOfTheBlue++;
     for (const c of p.chunks) {
       if (c.type === ChunkType.ABORT || c.type === ChunkType.SHUTDOWN_COMPLETE) return;
+      // §8.4 (7): a COOKIE ACK or an ERROR (a Stale Cookie among them) out of the blue is dropped.
       if (c.type === ChunkType.ERROR || c.type === ChunkType.INIT) return;
+      if (c.type === ChunkType.COOKIE_ACK) return;
     }
     if (first.type === ChunkType.SHUTDOWN_ACK) {
       this.reply(
@@ -320,12 +364,18 @@ export class SctpEndpoint implements AssociationHost {
 
   private onInit(p: ParsedPacket, c: RawChunk, address: string, port: number): void {
     if (p.vtag !== 0 || p.chunks.length !== 1) {
-      this.refuse('bad-init-packet');
+      this.refuse(
+        'bad-init-packet',
+        'INIT bundled or with a non-zero tag',
+        undefined,
+        address,
+        port,
+      );
       return;
     }
     const init = decodeInit(c);
     if (init instanceof CodecError) {
-      this.refuse(init.reason);
+      this.refuse(init.reason, init.detail, undefined, address, port);
       return;
     }
     const l = this.portListeners.get(p.dstPort);
@@ -387,8 +437,26 @@ export class SctpEndpoint implements AssociationHost {
       this.counters.badCookies++;
       return;
     }
-    if (v === 'stale-cookie') {
+    if (typeof v === 'object' && 'staleByMs' in v) {
+      // §5.2.6: tell the peer (its tag is in the cookie, whose MAC was good) so that its connect
+      // fails now instead of after every COOKIE ECHO retransmission.
       this.counters.staleCookies++;
+      if (v.contents.localTag === p.vtag && v.contents.peerPort === p.srcPort) {
+        const staleness = Buffer.alloc(4);
+        staleness.writeUInt32BE(Math.min(0xffffffff, Math.round(v.staleByMs * 1000)) >>> 0, 0);
+        this.reply(
+          singleChunkPacket(
+            p.dstPort,
+            p.srcPort,
+            v.contents.peerTag,
+            ChunkType.ERROR,
+            0,
+            encodeCause(CauseCode.STALE_COOKIE, staleness),
+          ),
+          port,
+          address,
+        );
+      }
       return;
     }
     if (
@@ -400,13 +468,23 @@ export class SctpEndpoint implements AssociationHost {
       this.counters.badCookies++;
       return;
     }
+    if (this.usedCookieTags.has(v.localTag)) {
+      // The association this cookie made has closed; a copy (a delayed duplicate or a replay)
+      // must not bring it back within the cookie's lifetime.
+      this.counters.replayedCookies++;
+      return;
+    }
     const old = this.byTuple.get(tupleKey(address, p.srcPort, p.dstPort));
     if (old !== undefined)
       old.finish('restart', 'the peer set up a new association on the same ports');
-    if (l.associations >= l.maxAssociations) {
+    const fromAddress = this.perAddress.get(addressKey(p.dstPort, address)) ?? 0;
+    const perAddressLimit = l.maxAssociationsPerAddress;
+    if (l.associations >= l.maxAssociations || fromAddress >= perAddressLimit) {
       this.counters.associationsRefused++;
       this.warn(
-        `SCTP association from ${address}:${p.srcPort} refused: ${l.maxAssociations} associations on port ${p.dstPort}`,
+        l.associations >= l.maxAssociations
+          ? `SCTP association from ${address}:${p.srcPort} refused: ${l.maxAssociations} associations on port ${p.dstPort}`
+          : `SCTP association from ${address}:${p.srcPort} refused: ${perAddressLimit} associations from that address on port ${p.dstPort}`,
       );
       const w = new PacketWriter(64, p.dstPort, p.srcPort, v.peerTag);
       w.raw(ChunkType.ABORT, 0, encodeCause(CauseCode.OUT_OF_RESOURCE));
@@ -434,8 +512,10 @@ export class SctpEndpoint implements AssociationHost {
       },
     });
     this.register(a);
+    this.rememberCookieTag(v.localTag, v.createdAt + l.options.cookieLifetime);
     l.associations++;
     this.owner.set(a, l);
+    this.perAddress.set(addressKey(p.dstPort, address), fromAddress + 1);
     try {
       l.accept(a);
     } catch (err) {
@@ -446,6 +526,17 @@ export class SctpEndpoint implements AssociationHost {
     }
     // The COOKIE ECHO in `p` makes the association answer COOKIE ACK; bundled DATA follows.
     this.dispatch(a, p, port);
+  }
+
+  private rememberCookieTag(tag: number, expiresAt: number): void {
+    const used = this.usedCookieTags;
+    const now = Date.now();
+    // Insertion order is creation order: drop the expired (and, past the cap, the oldest) first.
+    for (const [t, exp] of used) {
+      if (exp > now && used.size < MAX_USED_COOKIE_TAGS) break;
+      used.delete(t);
+    }
+    used.set(tag, expiresAt);
   }
 
   /** Sends a reply made without an association, within the reply rate. */
@@ -496,9 +587,19 @@ export class SctpEndpoint implements AssociationHost {
   }
 }
 
+/**
+ * Most cookie tags remembered against replay (16 bytes each in a Map): beyond it the oldest are
+ * forgotten early, so a replay of a cookie older than the last 65 536 associations is not caught.
+ */
+export const MAX_USED_COOKIE_TAGS = 65_536;
+
 /** IP + UDP header bytes for a peer address. */
 export function overheadFor(address: string): number {
   return isIPv6(address) ? 48 : 28;
+}
+
+function addressKey(localPort: number, address: string): string {
+  return `${localPort}|${address}`;
 }
 
 function tupleKey(address: string, remotePort: number, localPort: number): string {

@@ -15,6 +15,7 @@ export class EngineListener
   implements SctpListener, EndpointListener
 {
   associations = 0;
+  readonly maxAssociationsPerAddress: number;
   private closed = false;
 
   constructor(
@@ -24,8 +25,10 @@ export class EngineListener
     readonly encapsulationPort: number,
     readonly options: ResolvedAssociationOptions,
     readonly maxAssociations: number,
+    maxAssociationsPerAddress: number | undefined,
   ) {
     super();
+    this.maxAssociationsPerAddress = maxAssociationsPerAddress ?? maxAssociations;
   }
 
   get associationCount(): number {

@@ -79,6 +79,7 @@ export class UserspaceSctpEngine implements SctpEngine {
         ep.localEncapsulationPort,
         opts,
         o.maxAssociations ?? 1024,
+        o.maxAssociationsPerAddress,
       );
       if (!ep.addPortListener(port, l)) {
         throw new SctpError(

@@ -26,6 +26,12 @@ export interface SctpListenOptions {
   readonly encapsulationPort?: number;
   /** Associations this listener keeps at once; more are refused with an ABORT. Default 1024. */
   readonly maxAssociations?: number;
+  /**
+   * Associations one peer IP address (any of its ports) keeps on this listener; more are refused
+   * like those past `maxAssociations`. Default: `maxAssociations` (no separate bound), because
+   * clients behind one NAT share an address; set it lower where peers are not behind NAT.
+   */
+  readonly maxAssociationsPerAddress?: number;
   /** Per-association parameters of accepted associations (engine defaults otherwise). */
   readonly association?: SctpAssociationOptions;
 }

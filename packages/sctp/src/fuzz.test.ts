@@ -10,6 +10,7 @@ import { waitFor } from '../../core/src/test-support/wait-for.js';
 import type { Association } from './association.js';
 import { ChunkType } from './chunk-types.js';
 import { writeSctpChecksum } from './crc32c.js';
+import { type CraftedChunk, craft, data, sack, tsnState } from './test-support/craft.js';
 import { memoryLink } from './test-support/memory-link.js';
 import { prng, seedFrom } from './test-support/prng.js';
 
@@ -72,15 +73,65 @@ describe('fuzz', () => {
           const k = `${i.reason}: ${i.detail.slice(0, 40)}`;
           reasons[k] = (reasons[k] ?? 0) + 1;
         });
+        // Data of its own in flight, so that fuzzed SACKs and SHUTDOWNs have something to ack.
+        for (let k = 0; k < 8; k++)
+          server.send({ streamId: k % 2, data: Buffer.alloc(1 + int(3000), k) });
       }
+      // TSNs near the live ones (each side picks a random initial TSN): DATA reaches reassembly
+      // and SACKs reach the sender instead of being dropped as far outside the window.
+      const live = server !== undefined && !server.isClosed ? tsnState(server) : undefined;
+      const near = (base: number | undefined): number =>
+        ((base ?? int(0x100000000)) + int(80) - 20) >>> 0;
       const vtag = rand() < 0.9 && server ? server.localTag : rand() < 0.5 ? 0 : int(0x100000000);
       const mode = rand();
       let p: Buffer;
-      if (mode < 0.1) {
+      if (mode < 0.2 && live !== undefined) {
+        // Well-formed chunks with lying fields: fragments and flags in any order, streams past
+        // the negotiated count, SACKs whose gap blocks overlap, run backwards or pass the end,
+        // duplicate lists that lie, unknown chunks of every action, bundling the RFC forbids.
+        const chunks: CraftedChunk[] = [];
+        for (let k = 1 + int(4); k > 0; k--) {
+          const r = rand();
+          if (r < 0.45) {
+            const len = rand() < 0.002 ? 0 : 1 + int(rand() < 0.8 ? 200 : 1400);
+            chunks.push(
+              data(near(live.nextTsnIn), Buffer.alloc(len, k), {
+                streamId: rand() < 0.9 ? int(4) : int(0x10000),
+                ssn: int(rand() < 0.9 ? 8 : 0x10000),
+                ppid: int(0x100000000),
+                flags: int(16),
+              }),
+            );
+          } else if (r < 0.75) {
+            const gaps: number[] = [];
+            for (let g = int(6); g > 0; g--) gaps.push(int(rand() < 0.8 ? 40 : 0x10000), int(40));
+            const dups: number[] = [];
+            for (let d = int(4); d > 0; d--) dups.push(near(live.nextTsnIn));
+            const claims = rand() < 0.1 ? { claimGaps: int(0x10000), claimDups: int(0x10000) } : {};
+            chunks.push(sack(near(live.lastAckOut), int(0x100000000), gaps, dups, claims));
+          } else if (r < 0.85) {
+            chunks.push({ type: (int(4) << 6) | (16 + int(40)), value: Buffer.alloc(int(64)) });
+          } else if (r < 0.9) {
+            chunks.push({
+              type: [ChunkType.INIT, ChunkType.INIT_ACK, ChunkType.SHUTDOWN_COMPLETE][
+                int(3)
+              ] as number,
+              value: Buffer.alloc(int(24), 1),
+            });
+          } else {
+            const v = Buffer.alloc(4 + int(40));
+            v.writeUInt32BE(near(live.lastAckOut), 0);
+            const types: number[] = [ChunkType.HEARTBEAT, ChunkType.HEARTBEAT_ACK, ChunkType.ERROR];
+            types.push(rand() < 0.05 ? ChunkType.SHUTDOWN : ChunkType.COOKIE_ECHO);
+            chunks.push({ type: types[int(types.length)] as number, value: v });
+          }
+        }
+        p = craft(0, 0, 0, chunks);
+      } else if (mode < 0.3) {
         p = Buffer.allocUnsafe(int(1500));
         for (let k = 0; k < p.length; k++) p[k] = int(256);
         if (rand() < 0.5 || p.length < 12) return p; // raw noise, usually a bad checksum
-      } else if (mode < 0.55) {
+      } else if (mode < 0.6) {
         const n = 1 + int(4);
         const parts: Buffer[] = [Buffer.alloc(12)];
         for (let k = 0; k < n; k++) {
@@ -100,7 +151,7 @@ describe('fuzz', () => {
             valueLen >= 4 &&
             server
           ) {
-            c.writeUInt32BE((server.counters.messagesIn * 2 + int(64) - 16 + 0x1000) >>> 0, 4);
+            c.writeUInt32BE(near(c[0] === ChunkType.DATA ? live?.nextTsnIn : live?.lastAckOut), 4);
           }
           parts.push(c);
         }

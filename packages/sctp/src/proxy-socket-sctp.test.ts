@@ -9,6 +9,7 @@ import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
+import { spyLogger } from '../../core/src/test-support/spy-logger.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
 import { withSctp } from './proxy-socket-sctp.js';
@@ -191,6 +192,81 @@ describe('SctpProxySocket', () => {
     (b.accepted[0] as SctpAssociation).abort('backend restarting');
     const gone = await closed(client);
     expect(gone.reason).toBe('abort-remote');
+  });
+
+  it("keeps open relays across endpoint changes and its own close, and drains on the client's shutdown", async () => {
+    const ep = randomPort();
+    const b1 = await backend(1, ep);
+    const b2 = await backend(2, ep);
+    const lb = new FakeLoadBalancer({ [key]: [b1.endpoint] });
+    const { socket, connect } = await proxy(lb, ep);
+    const client = await connect();
+    const got = collect(client);
+    const ask = async (n: number): Promise<number> => {
+      client.send({ data: Buffer.from('who') });
+      await waitFor(() => got.length === n, 10_000, 'answer');
+      return got[n - 1]?.ppid as number;
+    };
+    expect(await ask(1)).toBe(1);
+    // The Service moves to another endpoint: the open relay stays on its own, new clients move.
+    lb.setEndpoints(key, [b2.endpoint]);
+    expect(await ask(2)).toBe(1);
+    const other = await connect();
+    const otherGot = collect(other);
+    other.send({ data: Buffer.from('who') });
+    await waitFor(() => otherGot.length === 1, 10_000, 'the new client is answered');
+    expect(otherGot[0]?.ppid).toBe(2);
+    other.abort('done');
+    // Closing the socket stops accepting; what is open carries on until it ends.
+    await socket.close();
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    expect(await ask(3)).toBe(1);
+    let idle = false;
+    expect(socket.idle).toBeDefined();
+    void socket.idle?.().then(() => {
+      idle = true;
+    });
+    client.shutdown();
+    expect((await closed(client)).reason).toBe('shutdown');
+    expect((await closed(b1.accepted[0] as SctpAssociation)).reason).toBe('shutdown');
+    await waitFor(() => idle, 5_000, 'socket idle');
+  });
+
+  it('logs the warnings of an engine it makes itself, at most one a second', async () => {
+    const ep = randomPort();
+    const b = await backend(1, ep);
+    const logger = spyLogger();
+    const ip = randomLoopback();
+    const encapsulationPort = randomPort();
+    const factory = withSctp(() => Promise.reject(new Error('base')), {
+      encapsulationPort,
+      endpointEncapsulationPort: ep,
+      maxAssociations: 1,
+      association: FAST,
+    });
+    const ctx = createSocketContext({
+      loadBalancer: new FakeLoadBalancer({ [key]: [b.endpoint] }),
+      protocol: 'SCTP',
+      ip,
+      port: 3868,
+      servicePort,
+      logger,
+    });
+    const socket = await factory(ctx);
+    const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
+    cleanup.push(async () => {
+      ctx.abort();
+      await socket.close();
+      await loop;
+    });
+    const connect = () =>
+      engine().connect({ address: ip, port: 3868, encapsulationPort, localAddress: '127.0.0.1' });
+    await connect();
+    // Past the listener's limit: the endpoint refuses and warns, once for both within the second.
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
+    expect(logger.warn).toHaveBeenCalledTimes(1);
+    expect(String(logger.warn.mock.calls[0]?.[0])).toContain('refused: 1 associations');
   });
 
   it('hands every other protocol to the base factory', async () => {

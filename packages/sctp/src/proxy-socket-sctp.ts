@@ -18,7 +18,12 @@ import {
   servicePortNameString,
 } from '@userspace-proxy/core';
 import { channels, type RefusedMessage } from '@userspace-proxy/core/diagnostics';
-import { isNoEndpointsError, joinHostPort, splitHostPort } from '@userspace-proxy/core/sockets';
+import {
+  isNoEndpointsError,
+  joinHostPort,
+  LogLimiter,
+  splitHostPort,
+} from '@userspace-proxy/core/sockets';
 import type { SctpAssociation, SctpConnectOptions, SctpEngine, SctpListener } from './engine.js';
 import { DEFAULT_ENCAPSULATION_PORT } from './engine.js';
 import { createUserspaceSctpEngine } from './engine-userspace.js';
@@ -35,6 +40,11 @@ export interface SctpProxySocketOptions {
   readonly endpointEncapsulationPort?: number;
   /** Associations one socket relays at once (client side); more are aborted. Default 1024. */
   readonly maxAssociations?: number;
+  /**
+   * Client associations from one client IP address; more are aborted (Out of Resource). Default
+   * `maxAssociations`: no separate bound, since clients behind one NAT or node share an address.
+   */
+  readonly maxAssociationsPerAddress?: number;
   /**
    * Each endpoint association on a UDP socket of its own, connected to the endpoint
    * ({@link SctpConnectOptions.connectedSocket}): a third less CPU per packet sent to endpoints,
@@ -103,11 +113,16 @@ export class SctpProxySocket implements ProxySocket {
     options: SctpProxySocketOptions = {},
     engine?: SctpEngine,
   ): Promise<SctpProxySocket> {
-    const e = options.engine ?? engine ?? createUserspaceSctpEngine();
+    const e =
+      options.engine ??
+      engine ??
+      createUserspaceSctpEngine({ onWarning: limitedWarnings(ctx.logger) });
     const opts = {
       encapsulationPort: options.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
       endpointEncapsulationPort: options.endpointEncapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
       maxAssociations: options.maxAssociations ?? 1024,
+      maxAssociationsPerAddress:
+        options.maxAssociationsPerAddress ?? options.maxAssociations ?? 1024,
       connectedEndpointSockets: options.connectedEndpointSockets ?? true,
       dialTimeoutsMs: options.dialTimeoutsMs ?? DEFAULT_PROXY_SOCKET_OPTIONS.dialTimeoutsMs,
       association: { ...PROXY_ASSOCIATION_DEFAULTS, ...options.association },
@@ -120,6 +135,7 @@ export class SctpProxySocket implements ProxySocket {
         port: ctx.port,
         encapsulationPort: opts.encapsulationPort,
         maxAssociations: opts.maxAssociations,
+        maxAssociationsPerAddress: opts.maxAssociationsPerAddress,
         association: opts.association,
       });
     } catch (cause) {
@@ -324,8 +340,22 @@ export function withSctp(
   let engine = options.engine;
   return (ctx) => {
     if (ctx.protocol !== 'SCTP') return base(ctx);
-    engine ??= createUserspaceSctpEngine();
+    engine ??= createUserspaceSctpEngine({ onWarning: limitedWarnings(ctx.logger) });
     return SctpProxySocket.open(ctx, options, engine);
+  };
+}
+
+/**
+ * The engine's warnings (contained exceptions, refused associations, socket errors: each already
+ * short and escaped) at warn level, at most one a second: a hostile peer can cause one per packet,
+ * and the count of those held back goes with the next line.
+ */
+function limitedWarnings(log: Logger): (message: string) => void {
+  const limiter = new LogLimiter(1000);
+  return (message) => {
+    const suppressed = limiter.take();
+    if (suppressed < 0) return;
+    log.warn(suppressed > 0 ? `${message} (${suppressed} more SCTP warnings suppressed)` : message);
   };
 }
 

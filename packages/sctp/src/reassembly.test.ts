@@ -54,9 +54,28 @@ describe('Receiver', () => {
     expect(r.receive(chunk(1010, B | E, 0, 'far'), false, 0)).toBe('dropped');
     expect(r.receive(chunk(1000, B, 0, 'x'.repeat(200)), false, 0)).toBe('new');
     expect(r.receive(chunk(1001, 0, 0, 'y'.repeat(200)), false, 0)).toBe('too-big');
-    expect(r.receive(chunk(1001, B | E, 0, 'z'), false, 100)).toBe('dropped'); // 100 bytes wait for the user
+    // 100 bytes wait for the user: a message that would be held is dropped (it comes back)...
+    expect(r.receive(chunk(1001, B | E, 5, 'z'), false, 100)).toBe('dropped');
     expect(r.receive(chunk(1001, B | E, 0, 'z'), false, 0)).toBe('new');
     expect(r.receive(chunk(1002, B | E, 1, 'w'), true, 0)).toBe('dropped'); // window closed: nothing new
     expect(r.receive(chunk(1002, B | E, 0, 'v', 9), false, 0)).toBe('invalid-stream');
+  });
+
+  it('takes the gap filler that releases held messages even when the buffer is full', () => {
+    const { r, got, chunk } = receiver({
+      maxMessageBytes: 300,
+      maxHeldBytes: 400,
+      maxOutOfOrder: 16,
+    });
+    const body = 'x'.repeat(100);
+    expect(r.receive(chunk(1001, B | E, 1, body), false, 0)).toBe('new');
+    expect(r.receive(chunk(1002, B | E, 2, body), false, 0)).toBe('new');
+    expect(r.receive(chunk(1003, B | E, 3, body), false, 0)).toBe('dropped'); // full: 2 × 164 held
+    // SSN 0 is delivered at once, so it is taken (it was refused, for good, before: a stall).
+    expect(r.receive(chunk(1000, B | E, 0, body), false, 0)).toBe('new');
+    expect(got.map((m) => m.ppid)).toEqual([1000, 1001, 1002]);
+    expect(r.heldBytes).toBe(0);
+    // Not while the user's queue is itself full.
+    expect(r.receive(chunk(1003, B | E, 3, body), false, 350)).toBe('dropped');
   });
 });

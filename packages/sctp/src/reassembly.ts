@@ -114,10 +114,18 @@ export class Receiver {
     if (windowClosed && !tsnLte(tsn, this.highestTsn)) return 'dropped';
     const whole =
       (c.flags & (DataFlags.BEGIN | DataFlags.END)) === (DataFlags.BEGIN | DataFlags.END);
-    if (this.heldBytes + queuedBytes + c.data.length + ENTRY_OVERHEAD > this.limits.maxHeldBytes) {
-      // Nothing can free memory if the next expected fragment does not fit and nothing is queued:
-      // the message in progress is larger than this receiver can hold.
-      return !whole && ahead === 1 && queuedBytes === 0 ? 'too-big' : 'dropped';
+    const max = this.limits.maxHeldBytes;
+    if (
+      this.heldBytes + queuedBytes + c.data.length + ENTRY_OVERHEAD > max &&
+      // A whole message deliverable now is not held: take it while the user's queue has room, so
+      // the one TSN that would release the held messages is never refused because of them.
+      !(whole && queuedBytes + c.data.length <= max && this.deliverableNow(c))
+    ) {
+      // Nothing can free memory if the next expected TSN does not fit and nothing waits for the
+      // user: the message in progress is larger than this receiver can hold, or what is held
+      // (fragments that never complete, SSNs skipped) never will be delivered. Dropping it would
+      // stall the association for good, so it ends (Out of Resource).
+      return ahead === 1 && queuedBytes === 0 ? 'too-big' : 'dropped';
     }
     const filledHole = tsnLt(tsn, this.highestTsn);
     this.markReceived(tsn, ahead);
@@ -141,6 +149,12 @@ export class Receiver {
     // that sends endless middle fragments).
     if ((c.flags & DataFlags.END) === 0 && !filledHole) return 'new';
     return this.assemble(tsn, c);
+  }
+
+  /** True when a whole message would be delivered at once (unordered, or its stream's next SSN). */
+  private deliverableNow(c: DataChunk): boolean {
+    if ((c.flags & DataFlags.UNORDERED) !== 0) return true;
+    return (this.streams.get(c.streamId)?.nextSsn ?? 0) === c.ssn;
   }
 
   /** Index (of the pair) of the first run whose start is above `d` (offsets from the cumulative point). */

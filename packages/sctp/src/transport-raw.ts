@@ -191,7 +191,15 @@ export class RawSctpEngine implements SctpEngine {
       const port = o.port === 0 ? pickPort(ep) : o.port;
       if (!Number.isInteger(port) || port < 1 || port > 65535)
         throw new RangeError(`SCTP port ${port} is not within 1..65535`);
-      const l = new EngineListener(ep, o.address, port, 0, opts, o.maxAssociations ?? 1024);
+      const l = new EngineListener(
+        ep,
+        o.address,
+        port,
+        0,
+        opts,
+        o.maxAssociations ?? 1024,
+        o.maxAssociationsPerAddress,
+      );
       if (!ep.addPortListener(port, l)) {
         throw new SctpError(
           'ERR_SCTP_PORT_IN_USE',

@@ -2,12 +2,7 @@
  * The contract between the foreign-stack wrapper (engine-foreign.ts) and a stack's driver
  * (engine-werift.ts, engine-npm-sctp.ts), and the wrapper's options and counters.
  */
-import type {
-  SctpAssociationCounters,
-  SctpCloseReason,
-  SctpMessage,
-  SctpOutboundMessage,
-} from '../index.js';
+import type { SctpCloseReason, SctpMessage, SctpOutboundMessage } from '../index.js';
 
 /** What a stack driver reports to its association. */
 export interface ForeignHost {
@@ -51,17 +46,3 @@ export interface ForeignEngineCounters {
   refused: Record<string, number>;
   exceptions: number;
 }
-
-export const ZERO_COUNTERS: SctpAssociationCounters = {
-  packetsIn: 0,
-  packetsOut: 0,
-  messagesIn: 0,
-  messagesOut: 0,
-  bytesIn: 0,
-  bytesOut: 0,
-  retransmits: 0,
-  fastRetransmits: 0,
-  timeouts: 0,
-  duplicateChunks: 0,
-  droppedChunks: 0,
-};

@@ -9,6 +9,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { isIPv6 } from 'node:net';
 import { EventEmitter } from 'eventemitter3';
+import { zeroAssociationCounters } from '../association-types.js';
 import { ChunkType } from '../chunk-types.js';
 import { CodecError } from '../codec.js';
 import { SctpAssociationError } from '../errors.js';
@@ -31,13 +32,12 @@ import {
   SctpNotWritableError,
   type SctpOutboundMessage,
 } from '../index.js';
-import {
-  type ForeignDriver,
-  type ForeignEngineCounters,
-  type ForeignEngineOptions,
-  type ForeignHost,
-  type ForeignStack,
-  ZERO_COUNTERS,
+import type {
+  ForeignDriver,
+  ForeignEngineCounters,
+  ForeignEngineOptions,
+  ForeignHost,
+  ForeignStack,
 } from './engine-foreign-types.js';
 
 export type {
@@ -55,7 +55,7 @@ class ForeignAssociation extends EventEmitter<SctpAssociationEvents> implements 
   bufferedAmount = 0;
   closeInfo: SctpCloseInfo | undefined;
   isPaused = false;
-  readonly counters: SctpAssociationCounters = { ...ZERO_COUNTERS };
+  readonly counters: SctpAssociationCounters = zeroAssociationCounters();
   driver: ForeignDriver | undefined;
   private readonly held: SctpMessage[] = [];
   private needDrain = false;

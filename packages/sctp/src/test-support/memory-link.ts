@@ -59,6 +59,7 @@ export interface MemoryLink {
 export function memoryLink(
   options: SctpAssociationOptions = {},
   timers: SctpTimers = defaultTimers,
+  limits: { maxAssociations?: number; maxAssociationsPerAddress?: number } = {},
 ): MemoryLink {
   const sa = new MemorySocket('a', '10.0.0.1', 1001);
   const sb = new MemorySocket('b', '10.0.0.2', 1002);
@@ -71,7 +72,8 @@ export function memoryLink(
   const resolved = resolveAssociationOptions(options);
   const listener: EndpointListener = {
     options: resolved,
-    maxAssociations: 1 << 20,
+    maxAssociations: limits.maxAssociations ?? 1 << 20,
+    maxAssociationsPerAddress: limits.maxAssociationsPerAddress ?? 1 << 20,
     associations: 0,
     accept: (x) => accepted.push(x),
   };
