@@ -44,6 +44,7 @@ export {
 } from './options.js';
 export {
   createSctpProxySocketFactory,
+  limitedWarnings,
   type SctpProxySocketCounters,
   SctpProxySocket,
   type SctpProxySocketOptions,

@@ -346,11 +346,13 @@ export function withSctp(
 }
 
 /**
- * The engine's warnings (contained exceptions, refused associations, socket errors: each already
- * short and escaped) at warn level, at most one a second: a hostile peer can cause one per packet,
- * and the count of those held back goes with the next line.
+ * An engine's `onWarning` that logs at warn level at most one line a second. The warnings
+ * (contained exceptions, refused associations, socket errors) are each already short and escaped,
+ * but a hostile peer can cause one per packet; the count held back goes with the next line. The
+ * proxy socket uses it for the engines it makes; pass it to an engine you make yourself
+ * (`createRawSctpEngine({ onWarning: limitedWarnings(logger) })`).
  */
-function limitedWarnings(log: Logger): (message: string) => void {
+export function limitedWarnings(log: Logger): (message: string) => void {
   const limiter = new LogLimiter(1000);
   return (message) => {
     const suppressed = limiter.take();

@@ -7,7 +7,7 @@ import {
   type ProxySocketFactory,
 } from '@userspace-proxy/core';
 import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
-import { createRawSctpEngine, withSctp } from '@userspace-proxy/sctp';
+import { createRawSctpEngine, limitedWarnings, withSctp } from '@userspace-proxy/sctp';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import type { ProxySources } from './sources.js';
 
@@ -38,7 +38,7 @@ export async function buildDaemonProxier(
   // privilege or compiler stops the daemon at start-up with its coded error.
   const raw =
     ext.sctpTransport === 'raw'
-      ? createRawSctpEngine({ onWarning: (m) => env.logger.warn(m) })
+      ? createRawSctpEngine({ onWarning: limitedWarnings(env.logger) })
       : undefined;
   await raw?.start();
   const sctp = {
