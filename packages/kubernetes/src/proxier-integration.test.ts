@@ -197,7 +197,9 @@ describe('Kubernetes sources feeding the Proxier', () => {
     try {
       const one = await backend('one');
       const two = await backend('two');
-      server.store.create('services', service('shop', 'web', '127.1.200.10', 18180));
+      // A random Service address: a fixed one was shared by every run on the machine at once.
+      const ip = `127.${2 + Math.floor(Math.random() * 97)}.${Math.floor(Math.random() * 256)}.10`;
+      server.store.create('services', service('shop', 'web', ip, 18180));
       server.store.create('endpointslices', endpointSlice('shop', 'web', ['127.0.0.1'], one));
       const sources = await createKubernetesSources({
         kubeConfig: kubeConfigFor(server.url),
@@ -226,7 +228,7 @@ describe('Kubernetes sources feeding the Proxier', () => {
         const deadline = Date.now() + 10_000;
         let got = '';
         while (got !== want && Date.now() < deadline) {
-          got = await ask('127.1.200.10', 18180);
+          got = await ask(ip, 18180);
           answers.push(got);
           if (got !== want) await new Promise((resolve) => setTimeout(resolve, 20));
         }

@@ -9,15 +9,17 @@ import { Daemon } from './daemon.js';
 import { HTTP_MAX_CONNECTIONS } from './http-guard.js';
 import { ask, type Backends, startBackends } from './test-support/backends.js';
 import { closedOnArrival, httpStatus } from './test-support/http-get.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
 import { until } from './test-support/wait.js';
 
 // Issue 12, defect 2: idle connections to the health port must not stop the proxy or the metrics
 // server (they did, for about 30 s, once they had taken the process's descriptors).
-const SERVICE_IP = '127.1.181.1';
-const BACKEND = '127.1.181.2';
-const SERVERS_IP = '127.1.181.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const BACKEND = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
 
 let dir: string;
 let backends: Backends;

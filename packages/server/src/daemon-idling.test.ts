@@ -7,14 +7,16 @@ import { defaultConfiguration } from './config-schema.js';
 import { Daemon } from './daemon.js';
 import { createSources } from './source-select.js';
 import { type Backends, Client, startBackends } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
 import { until } from './test-support/wait.js';
 
 // Loopback addresses of this file: the Service, its endpoint, and the daemon's servers.
-const SERVICE_IP = '127.1.73.1';
-const A = '127.1.73.2';
-const SERVERS_IP = '127.1.73.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const A = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
 const IDLED = 'idling.alpha.openshift.io/idled-at: "2026-12-01T08:00:00Z"';
 
 let dir: string;

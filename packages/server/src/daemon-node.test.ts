@@ -12,15 +12,17 @@ import { defaultConfiguration, type KubeProxyConfiguration } from './config-sche
 import { Daemon } from './daemon.js';
 import type { ProxySources } from './sources.js';
 import { ask, type Backends, startBackends } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { until } from './test-support/wait.js';
 
 // The daemon and a cluster source whose Node arrives late: "primary" node ports need its IPs.
 // Loopback addresses of this file only.
-const SERVICE_IP = '127.1.76.1';
-const A = '127.1.76.2';
-const SERVERS_IP = '127.1.76.4';
-const NODE_IP = '127.1.76.9';
-const NEW_NODE_IP = '127.1.76.10';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const A = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
+const NODE_IP = `${NET}9`;
+const NEW_NODE_IP = `${NET}10`;
 const NODE_PORT = 30_876;
 
 let backends: Backends;

@@ -6,14 +6,16 @@ import { createUserspaceSctpEngine, type SctpMessage } from '@userspace-proxy/sc
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultConfiguration } from './config-schema.js';
 import { Daemon } from './daemon.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { until } from './test-support/wait.js';
 
 // Loopback addresses of this file: the Service, its SCTP endpoint, the client, the daemon's servers.
-const SERVICE_IP = '127.1.74.1';
-const ENDPOINT_IP = '127.1.74.2';
-const CLIENT_IP = '127.1.74.3';
-const SERVERS_IP = '127.1.74.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const ENDPOINT_IP = `${NET}2`;
+const CLIENT_IP = `${NET}3`;
+const SERVERS_IP = `${NET}4`;
 /** RFC 6951 encapsulation port of this test (not 9899, so a test never meets a real peer). */
 const ENCAP = 19_899;
 

@@ -19,15 +19,17 @@ import { parseManifest } from './manifest-parse.js';
 import { createSources } from './source-select.js';
 import type { KubernetesSourcesOptions } from './sources.js';
 import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
 import { until } from './test-support/wait.js';
 
 // Loopback addresses of this file: the Service, its two endpoints, and the daemon's servers.
-const SERVICE_IP = '127.1.72.1';
-const A = '127.1.72.2';
-const B = '127.1.72.3';
-const SERVERS_IP = '127.1.72.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const A = `${NET}2`;
+const B = `${NET}3`;
+const SERVERS_IP = `${NET}4`;
 
 let dir: string;
 let manifest: string;
@@ -235,7 +237,9 @@ describe('Daemon', () => {
     daemon = undefined;
     expect(events).toContainEqual(
       expect.stringMatching(
-        /^Warning FailedToStartMetricServer failed to start metrics server on 127.1.72.4:10249: .*EADDRINUSE/,
+        new RegExp(
+          `^Warning FailedToStartMetricServer failed to start metrics server on ${SERVERS_IP.replaceAll('.', '\\.')}:10249: .*EADDRINUSE`,
+        ),
       ),
     );
   });

@@ -16,9 +16,11 @@ import {
 import { ProxyMetrics } from './metrics.js';
 import { createMetricsServer } from './metrics-server.js';
 import { closedOnArrival, httpStatus as get } from './test-support/http-get.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { until } from './test-support/wait.js';
 
-const HOST = '127.1.182.1';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const HOST = `${NET}1`;
 let server: Server | undefined;
 const sockets: Socket[] = [];
 

@@ -13,17 +13,19 @@ import {
   REPO_ROOT,
   spawnDaemon,
 } from './test-support/daemon-process.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { until } from './test-support/wait.js';
 
 // End to end on a cluster: the real `userspace-proxy` process following the in-process fake API
 // server (the real @kubernetes/client-node inside the daemon), as a DaemonSet pod would follow the
 // real one. Loopback addresses of this file only.
-const WEB_IP = '127.1.77.1';
-const API_IP = '127.1.77.5';
-const A = '127.1.77.2';
-const B = '127.1.77.3';
-const SERVERS_IP = '127.1.77.4';
-const NODE_IP = '127.1.77.9';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const WEB_IP = `${NET}1`;
+const API_IP = `${NET}5`;
+const A = `${NET}2`;
+const B = `${NET}3`;
+const SERVERS_IP = `${NET}4`;
+const NODE_IP = `${NET}9`;
 const NODE_PORT = 30_877;
 const NODE = 'e2e-node';
 

@@ -7,15 +7,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
 import { REPO_ROOT } from './test-support/daemon-process.js';
 import { closedOnArrival, httpStatus } from './test-support/http-get.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { until } from './test-support/wait.js';
 
 // Issue 12, defect 2, in the real process under a small descriptor limit: when proxied connections
 // bring the daemon near its limit, the health and metrics servers give way (they refuse new
 // connections) while the proxy keeps accepting, and they answer again once descriptors free up.
-const SERVICE_IP = '127.1.183.1';
-const BACKEND_IP = '127.1.183.2';
-const SERVERS_IP = '127.1.183.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const BACKEND_IP = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
 const LIMIT = 256; // the reserve is a quarter of it: 64
 const MAIN = new URL('./main.ts', import.meta.url).pathname;
 

@@ -5,15 +5,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
 import { daemonConfigText } from './test-support/config-file.js';
 import { type DaemonProcess, killDaemon, spawnDaemon } from './test-support/daemon-process.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
 import { until } from './test-support/wait.js';
 import { VERSION } from './version.js';
 
 // End to end: the real bin in its own process. Loopback addresses of this file only.
-const SERVICE_IP = '127.1.73.1';
-const BACKEND_IP = '127.1.73.2';
-const SERVERS_IP = '127.1.73.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const BACKEND_IP = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
 
 let dir: string;
 let backends: Backends | undefined;
@@ -31,7 +33,9 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-describe('userspace-proxy (the process)', () => {
+// Each test starts the bin once or twice: ~2 CPU-seconds each (Node, and tsx compiling the sources),
+// 11 s of wall time seen on a loaded 2-core machine, where the default 20 s per test timed out.
+describe('userspace-proxy (the process)', { timeout: 90_000 }, () => {
   it('prints its version and help', async () => {
     proc = spawnDaemon(['--version']);
     expect(await proc.exited).toBe(0);

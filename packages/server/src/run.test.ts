@@ -5,12 +5,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decodeConfiguration } from './config-load.js';
 import { type CommandIO, runCommand } from './run.js';
 import { ask, type Backends, startBackends } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { until } from './test-support/wait.js';
 
-const SERVICE_IP = '127.1.74.1';
-const BACKEND_IP = '127.1.74.2';
-const SERVERS_IP = '127.1.74.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const BACKEND_IP = `${NET}2`;
+const SERVERS_IP = `${NET}4`;
 
 let dir: string;
 let backends: Backends;

@@ -119,7 +119,10 @@ describe('a large or deeply nested manifest', () => {
     expect(error).toContain(`limit of ${MAX_MANIFEST_DEPTH} levels`);
     expect(source.services.keys()).toEqual(['default/web']);
     expect(source.endpointSlices.get('default/web-1')?.endpoints).toHaveLength(1);
-    expect(probe.maxMs()).toBeLessThan(200);
+    // The stall this guards against is the YAML parser on this thread: over a minute for this
+    // document. What remains (writing, reading and copying 4 MiB to the worker, collecting it) took
+    // up to 460 ms on a loaded 2-core machine, where a bound of 200 ms failed half the runs.
+    expect(probe.maxMs()).toBeLessThan(2000);
   });
 
   it('that is valid but slow to parse is parsed off the event loop', async () => {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import { pngLuminanceDeviation } from './test-support/png.js';
 import {
   type StatusDaemon,
@@ -21,10 +22,11 @@ const missing = existsSync(CHROMIUM)
   : ` (skipped: ${CHROMIUM} is missing; apt-get install chromium)`;
 
 // Loopback addresses of this file: two Services, their endpoint, the daemon's servers.
-const WEB = '127.1.147.1';
-const API = '127.1.147.2';
-const ENDPOINT = '127.1.147.3';
-const SERVERS = '127.1.147.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const WEB = `${NET}1`;
+const API = `${NET}2`;
+const ENDPOINT = `${NET}3`;
+const SERVERS = `${NET}4`;
 const HOSTILE = '<img src=x onerror="window.pwned=1">';
 
 describe.skipIf(missing !== '')(`the status page in chromium${missing}`, () => {

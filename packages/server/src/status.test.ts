@@ -3,6 +3,7 @@ import { runStatusCommand } from './status-cli.js';
 import type { StatusModel } from './status-model.js';
 import { STATUS_PAGE_CSP } from './status-page.js';
 import { Client } from './test-support/backends.js';
+import { loopbackBlock } from './test-support/loopback.js';
 import {
   type StatusDaemon,
   startStatusDaemon,
@@ -11,10 +12,11 @@ import {
 import { until } from './test-support/wait.js';
 
 // Loopback addresses of this file: two Services, their endpoint, the daemon's servers.
-const WEB = '127.1.131.1';
-const API = '127.1.131.2';
-const ENDPOINT = '127.1.131.3';
-const SERVERS = '127.1.131.4';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const WEB = `${NET}1`;
+const API = `${NET}2`;
+const ENDPOINT = `${NET}3`;
+const SERVERS = `${NET}4`;
 const HOSTILE = '<img src=x onerror="alert(1)">\u001b[31m';
 
 let running: StatusDaemon | undefined;
@@ -96,7 +98,7 @@ describe('status', () => {
 
     await d.write([
       statusService(d.backends, { name: 'web', clusterIP: WEB, endpoint: ENDPOINT }),
-      statusService(d.backends, { name: 'api', clusterIP: API, endpoint: '127.1.131.9' }),
+      statusService(d.backends, { name: 'api', clusterIP: API, endpoint: `${NET}9` }),
     ]);
     await until(async () => (await model(d)).servicePorts.length === 2, 'the added Service');
     expect((await model(d)).servicePorts.map((p) => p.key)).toEqual([
@@ -118,7 +120,7 @@ describe('status', () => {
       endpoint: ENDPOINT,
       serversIP: SERVERS,
       // an endpoint nobody listens on: every dial fails
-      services: (b) => [statusService(b, { name: 'web', clusterIP: WEB, endpoint: '127.1.131.8' })],
+      services: (b) => [statusService(b, { name: 'web', clusterIP: WEB, endpoint: `${NET}8` })],
     });
     running = d;
     await until(async () => (await model(d)).servicePorts[0]?.portals.length === 1, 'the portal');

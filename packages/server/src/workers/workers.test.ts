@@ -7,16 +7,18 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ask, type Backends, Client, startBackends } from '../test-support/backends.js';
 import { daemonConfigText } from '../test-support/config-file.js';
 import { type DaemonProcess, killDaemon, spawnDaemon } from '../test-support/daemon-process.js';
+import { loopbackBlock } from '../test-support/loopback.js';
 import { parseExposition, sampleValue } from '../test-support/prom-text.js';
 import { until } from '../test-support/wait.js';
 
 // End to end with `--workers 2`: the real bin, its primary and two node:cluster workers, on
 // loopback addresses of this file only.
-const SERVICE_IP = '127.1.151.1';
-const A = '127.1.151.2';
-const B = '127.1.151.3';
-const SERVERS_IP = '127.1.151.4';
-const UDP_BACKEND = '127.1.151.5';
+const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
+const SERVICE_IP = `${NET}1`;
+const A = `${NET}2`;
+const B = `${NET}3`;
+const SERVERS_IP = `${NET}4`;
+const UDP_BACKEND = `${NET}5`;
 const METRICS = `http://${SERVERS_IP}:10249`;
 /** Workers load the whole daemon from source (tsx) on a loaded machine: allow for it. */
 const START_MS = 60_000;
