@@ -179,6 +179,11 @@ function toClient(relay: Relay, client: SctpAssociation, type: number, value: Bu
 }
 
 /** Resolves when the event loop turned within `ms` (an engine in an endless loop never does). */
+/**
+ * The event loop still turns: a 20 ms timer fires within `ms`. What it catches is an engine stuck
+ * on a crafted packet (a loop that never ends hangs the test; one that spins for seconds fails
+ * here), so the bound is generous: a loaded 2-core CI machine can hold a timer back for a second.
+ */
 async function loopAlive(ms: number): Promise<void> {
   const start = performance.now();
   await new Promise((r) => setTimeout(r, 20));
@@ -374,7 +379,7 @@ tests.push(
       const p = toClient(relay, client, ChunkType.HEARTBEAT, Buffer.from([0, 1, 0, 8, 1, 2, 3, 4]));
       p.writeUInt32LE((p.readUInt32LE(8) ^ 0xdeadbeef) >>> 0, 8);
       relay.inject('s2c', p);
-      await loopAlive(1000);
+      await loopAlive(5000);
       await stillEchoes(client, server);
     },
   ],
@@ -385,9 +390,9 @@ tests.push(
       const { relay, client } = await pair(t, e);
       const cause = Buffer.from([0, 1, 0, 0, 0, 0, 0, 0]); // Invalid Stream Identifier, length 0
       relay.inject('s2c', toClient(relay, client, ChunkType.ABORT, cause));
-      await loopAlive(1000);
+      await loopAlive(5000);
       await new Promise((r) => setTimeout(r, 200));
-      await loopAlive(1000);
+      await loopAlive(5000);
       // Dropping it (the guard) or aborting on it are both fine; hanging or dying is not.
       expect(['established', 'closed']).toContain(client.state);
     },
@@ -398,7 +403,7 @@ tests.push(
     async (t, e) => {
       const { relay, client, server } = await pair(t, e);
       relay.inject('s2c', toClient(relay, client, ChunkType.AUTH, Buffer.alloc(0)));
-      await loopAlive(1000);
+      await loopAlive(5000);
       await stillEchoes(client, server);
     },
   ],
@@ -408,7 +413,7 @@ tests.push(
     async (t, e) => {
       const { relay, client, server } = await pair(t, e);
       relay.inject('s2c', toClient(relay, client, ChunkType.FORWARD_TSN, Buffer.alloc(2)));
-      await loopAlive(1000);
+      await loopAlive(5000);
       await stillEchoes(client, server);
     },
   ],
