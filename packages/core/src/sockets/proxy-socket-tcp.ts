@@ -155,7 +155,8 @@ export class TcpProxySocket extends ListeningSocket {
     setListenerOptions(server, resolved.keepAliveMs);
     const bound = server.address() as net.AddressInfo;
     const addr: Addr = {
-      address: bound.address,
+      // The context's string when equal: one IP string per listener fewer to keep.
+      address: bound.address === context.ip ? context.ip : bound.address,
       port: bound.port,
       family: bound.family === 'IPv6' ? 'IPv6' : 'IPv4',
     };
