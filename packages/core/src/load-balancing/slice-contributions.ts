@@ -219,8 +219,9 @@ export function syntheticEndpoints(
     const list = lists.get(entry.name) ?? [];
     let start = 0;
     for (const { port, protocol, ips } of entry.ports) {
-      const p: EndpointPort = { name: entry.name, port };
-      if (protocol !== undefined) p.protocol = protocol;
+      // One literal per shape: a field added afterwards takes a property array per port.
+      const p: EndpointPort =
+        protocol === undefined ? { name: entry.name, port } : { name: entry.name, port, protocol };
       const subset = {} as EndpointSubset;
       Object.defineProperty(subset, 'addresses', LAZY_ADDRESSES);
       subset.ports = [p];
