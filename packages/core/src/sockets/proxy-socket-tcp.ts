@@ -1,3 +1,6 @@
+// Longer than 400 lines because one class holds the listener: its accept path, its back-off after
+// accept errors and the callbacks of its connections share private state (made on demand to keep
+// an idle listener small) that splitting the class would have to expose.
 import net from 'node:net';
 import {
   type AcceptErrorMessage,
