@@ -467,4 +467,54 @@ describe('the lists the balancer gets from a merged object', () => {
     const fresh = buildPortsToEndpointsMap(structuredClone(delivered));
     expect(Object.fromEntries(first)).toEqual(Object.fromEntries(fresh));
   });
+
+  it('makes a subset’s addresses on first read, then holds them as plain data', () => {
+    const { calls, merger } = recorder();
+    const ports: EndpointSlice['ports'] = [
+      { name: 'http', port: 80 },
+      { name: 'http', port: 81 },
+    ];
+    merger.onEndpointSliceAdd(
+      slice('web-v6', 'web', [{ ip: 'fd00::2' }], [{ name: 'http', port: 80 }], {
+        addressType: 'IPv6',
+      }),
+    );
+    merger.onEndpointSliceAdd(
+      slice('web-v4', 'web', [{ ip: '10.0.0.2' }, { ip: '10.0.0.1' }], ports),
+    );
+    const ep = last(calls) as Endpoints;
+    const plain = {
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { namespace: 'ns', name: 'web' },
+      subsets: [
+        {
+          addresses: [{ ip: '10.0.0.1' }, { ip: '10.0.0.2' }, { ip: 'fd00::2' }],
+          ports: [{ name: 'http', port: 80 }],
+        },
+        {
+          addresses: [{ ip: '10.0.0.1' }, { ip: '10.0.0.2' }],
+          ports: [{ name: 'http', port: 81 }],
+        },
+      ],
+    };
+    // Every way of reading it sees plain data: keys, JSON, a clone, a spread.
+    expect(Object.keys(ep.subsets?.[1] ?? {})).toEqual(['addresses', 'ports']);
+    expect(structuredClone(ep)).toStrictEqual(plain);
+    expect(JSON.parse(JSON.stringify(ep))).toEqual(plain);
+    expect({ ...ep.subsets?.[0] }).toEqual(plain.subsets[0]);
+    expect(ep).toEqual(plain);
+    // Read once, then kept: the same array each time, and an ordinary writable property.
+    const subset = ep.subsets?.[0] as NonNullable<Endpoints['subsets']>[number];
+    expect(subset.addresses).toBe(subset.addresses);
+    expect(Object.getOwnPropertyDescriptor(subset, 'addresses')).toMatchObject({ writable: true });
+    subset.addresses = [{ ip: '10.9.9.9' }];
+    expect(subset.addresses).toEqual([{ ip: '10.9.9.9' }]);
+    // Never read before: assigning works too, and so does reading a frozen one.
+    const other = ep.subsets?.[1] as NonNullable<Endpoints['subsets']>[number];
+    other.addresses = [];
+    expect(other.addresses).toEqual([]);
+    const frozen = Object.freeze(calls[0]?.ep.subsets?.[0] ?? {});
+    expect(frozen.addresses).toEqual([{ ip: 'fd00::2' }]);
+  });
 });

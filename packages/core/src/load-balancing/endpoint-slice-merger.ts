@@ -225,7 +225,7 @@ export class EndpointSliceMerger implements EndpointSliceHandler {
     const merged = listsOf(view);
     const old = entry.delivered;
     if (old !== undefined && entry.merged !== undefined && sameLists(entry.merged, merged)) return;
-    const next = syntheticEndpoints(entry.namespace, entry.name, view);
+    const next = syntheticEndpoints(entry.namespace, entry.name, view, merged);
     // The balancer turns `next` back into these very lists: let it share them.
     rememberEndpointLists(next, merged);
     entry.merged = merged;

@@ -146,18 +146,90 @@ export function listsOf(view: CanonicalView): Map<string, string[]> {
   return lists;
 }
 
-/** One subset per (port name, port number), so different slices may number one name differently. */
+/**
+ * Where a synthetic subset's addresses are: `count` entries of a merged per-name list ("ip:port"
+ * strings) from `start`. Non-enumerable properties: JSON, spreading, `structuredClone` and
+ * `Object.keys` see the subset as `{ addresses, ports }` only.
+ */
+const kList = Symbol('userspace-proxy:subset-list');
+const kStart = Symbol('userspace-proxy:subset-start');
+const kCount = Symbol('userspace-proxy:subset-count');
+type EndpointSubset = NonNullable<Endpoints['subsets']>[number];
+type LazySubset = EndpointSubset & {
+  [kList]: readonly string[];
+  [kStart]: number;
+  [kCount]: number;
+};
+
+/** The host of an "ip:port" / "[ip]:port" endpoint string. */
+function hostOf(endpoint: string): string {
+  return endpoint.startsWith('[')
+    ? endpoint.slice(1, endpoint.lastIndexOf(']'))
+    : endpoint.slice(0, endpoint.lastIndexOf(':'));
+}
+
+/** Turns `addresses` into a plain data property holding `value` (false when the object is frozen). */
+function keepAddresses(subset: EndpointSubset, value: unknown): boolean {
+  return Reflect.defineProperty(subset, 'addresses', {
+    value,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+/**
+ * The `addresses` of a synthetic subset, made on first read from the merger's lists and then kept
+ * as a plain data property: the default balancer never reads them (it shares the lists), so 100 000
+ * endpoints no longer hold 100 000 `{ ip }` objects (about 4 MB) for nobody.
+ */
+const LAZY_ADDRESSES: PropertyDescriptor = {
+  get(this: LazySubset): NonNullable<EndpointSubset['addresses']> {
+    const list = this[kList];
+    const end = this[kStart] + this[kCount];
+    const addresses: NonNullable<EndpointSubset['addresses']> = [];
+    for (let i = this[kStart]; i < end; i++) addresses.push({ ip: hostOf(list[i] as string) });
+    keepAddresses(this, addresses);
+    return addresses;
+  },
+  set(this: LazySubset, value: unknown): void {
+    if (!keepAddresses(this, value)) throw new TypeError('addresses cannot be set: frozen');
+  },
+  enumerable: true,
+  configurable: true,
+};
+
+function hidden(subset: EndpointSubset, key: symbol, value: unknown): void {
+  Object.defineProperty(subset, key, { value, writable: false, enumerable: false });
+}
+
+/**
+ * One subset per (port name, port number), so different slices may number one name differently.
+ * `lists` must be `listsOf(view)`: each subset's `addresses` are read from them when first asked
+ * for (see {@link LAZY_ADDRESSES}); otherwise the object is plain data, as any Endpoints.
+ */
 export function syntheticEndpoints(
   namespace: string,
   name: string,
   view: CanonicalView,
+  lists: ReadonlyMap<string, readonly string[]>,
 ): Endpoints {
   const subsets: NonNullable<Endpoints['subsets']> = [];
   for (const entry of view) {
+    const list = lists.get(entry.name) ?? [];
+    let start = 0;
     for (const { port, protocol, ips } of entry.ports) {
-      const p: EndpointPort = { name: entry.name, port };
-      if (protocol !== undefined) p.protocol = protocol;
-      subsets.push({ addresses: ips.map((ip) => ({ ip })), ports: [p] });
+      // One literal per shape: a field added afterwards takes a property array per port.
+      const p: EndpointPort =
+        protocol === undefined ? { name: entry.name, port } : { name: entry.name, port, protocol };
+      const subset = {} as EndpointSubset;
+      Object.defineProperty(subset, 'addresses', LAZY_ADDRESSES);
+      subset.ports = [p];
+      hidden(subset, kList, list);
+      hidden(subset, kStart, start);
+      hidden(subset, kCount, ips.length);
+      start += ips.length;
+      subsets.push(subset);
     }
   }
   return { apiVersion: 'v1', kind: 'Endpoints', metadata: { namespace, name }, subsets };

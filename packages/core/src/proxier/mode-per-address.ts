@@ -44,7 +44,9 @@ export class PortalMode extends ServicePortMode<PortalEntry> {
       const key = `${ip ?? '*'}|${port}`;
       if (seen.has(key)) return;
       seen.add(key);
-      listeners.push({ ip, port, kind, state: 'none', holdsAddress: false });
+      // Every field in the literal (`info` too, set once opened): a field added later moves the
+      // object's fields out of line (a property array per listener, 40 bytes at 10 000).
+      listeners.push({ ip, port, kind, state: 'none', holdsAddress: false, info: undefined });
     };
     add('cluster-ip', spec.clusterIP, spec.port);
     for (const ip of spec.externalIPs) add('external-ip', ip, spec.port);

@@ -23,7 +23,7 @@ export interface Listener {
   /** `conflict`: another Service holds the claim and this one waits for it to be released. */
   state: 'none' | 'open' | 'conflict' | 'failed';
   /** The listener's proxy socket, once opened. */
-  info?: ServiceInfoImpl;
+  info?: ServiceInfoImpl | undefined;
 }
 
 /** What both modes keep per served Service port. */

@@ -102,6 +102,31 @@ function hasSs(): boolean {
 }
 
 describe('TcpProxySocket', () => {
+  it('keeps little per idle listener: shared options and event handlers, state made on demand', async () => {
+    const servers: net.Server[] = [];
+    const opts: TcpProxySocketOptions = {
+      createServer: (o) => {
+        const s = net.createServer(o);
+        servers.push(s);
+        return s;
+      },
+    };
+    const one = await proxy([], opts, false);
+    const two = await proxy([], opts, false);
+    const [a, b] = servers as [net.Server, net.Server];
+    // One function per event for every listener, not a closure per listener.
+    for (const event of ['connection', 'error', 'listening'])
+      expect(a.listeners(event)).toEqual(b.listeners(event));
+    // Options resolved once per options object, and frozen because they are shared.
+    expect(one.socket.relayOptions.halfCloseTimeoutMs).toBe(60_000);
+    expect(one.socket.dialOptions.timeoutsMs).toBe(two.socket.dialOptions.timeoutsMs);
+    expect(Object.isFrozen(one.socket.dialOptions.timeoutsMs)).toBe(true);
+    expect(one.socket.dialOptions.name).toBe(KEY);
+    // Made once, then kept.
+    expect(one.socket.relayOptions).toBe(one.socket.relayOptions);
+    expect(one.socket.connectEndpoint).toBe(one.socket.connectEndpoint);
+  });
+
   it('relays both ways and reports the connection with its byte counts', async () => {
     const opened = record<unknown>(CHANNELS.connectionOpen);
     const closed = record<ConnectionCloseMessage>(CHANNELS.connectionClose);

@@ -1,3 +1,6 @@
+// Longer than 400 lines because one class holds the listener: its accept path, its back-off after
+// accept errors and the callbacks of its connections share private state (made on demand to keep
+// an idle listener small) that splitting the class would have to expose.
 import net from 'node:net';
 import {
   type AcceptErrorMessage,
@@ -56,6 +59,48 @@ export interface TcpProxySocketOptions extends ProxySocketOptions {
 const reportedFallbacks = new Set<string>();
 
 /**
+ * What every socket opened with one options object shares: the resolved options and the dial
+ * function. Resolved once per options object (a factory passes the same one to each of its sockets)
+ * instead of once per socket: 10 000 listeners held 10 000 equal copies (about 100 bytes each).
+ */
+interface SharedSettings {
+  readonly opts: ResolvedProxySocketOptions;
+  readonly connect: (options: net.TcpNetConnectOpts) => net.Socket;
+}
+
+const settingsByOptions = new WeakMap<TcpProxySocketOptions, SharedSettings>();
+
+function sharedSettings(opts: TcpProxySocketOptions): SharedSettings {
+  let settings = settingsByOptions.get(opts);
+  if (settings === undefined) {
+    const resolved = resolveProxySocketOptions(opts);
+    Object.freeze(resolved.dialTimeoutsMs);
+    settings = Object.freeze({
+      opts: Object.freeze(resolved),
+      connect: opts.connect ?? net.connect,
+    });
+    settingsByOptions.set(opts, settings);
+  }
+  return settings;
+}
+
+/** The listener's owner, on the Server itself, so its event handlers are shared functions. */
+const kOwner = Symbol('userspace-proxy:tcp-proxy-socket');
+type OwnedServer = net.Server & { [kOwner]?: TcpProxySocket };
+
+/**
+ * What only a listener whose accept failed or whose dials fail needs: made on the first failure.
+ * An idle listener had two LogLimiters and an AcceptBackoff of its own (about 150 bytes).
+ */
+interface TroubleState {
+  readonly backoff: AcceptBackoff;
+  readonly refusalLog: LogLimiter;
+  readonly acceptErrorLog: LogLimiter;
+  recovering: boolean;
+  resumeTimer: NodeJS.Timeout | undefined;
+}
+
+/**
  * The default TCP proxy socket. Every accepted connection dials its endpoint on its own, so the
  * accept path never waits on a dial (the reference dialled inside its accept loop: one dead
  * endpoint stalled every client of the Service for up to 3.75 s, kubernetes#12242, #47122). The
@@ -63,27 +108,24 @@ const reportedFallbacks = new Set<string>();
  * client is read while it dials (a few KiB, {@link TcpConnection.dial}), a held one into its hold
  * buffer. Accept failures (EMFILE…) pause accepting with a doubling back-off instead of crashing
  * (quirk 12, kubernetes#16079). Members tagged `@internal` are tcp-connection.ts's callbacks.
+ *
+ * Built to be small while idle, because a cluster proxy holds one per Service port (10 000 and
+ * more): the options are shared by every socket of one options object, the listener's events go to
+ * functions shared by every socket (the socket is found through a property of its Server), and the
+ * dial and relay options, the back-off and the log limiters are made on first use.
  */
 export class TcpProxySocket extends ListeningSocket {
-  readonly service: ProxySocketContext['servicePort'];
-  readonly lb: ProxySocketContext['loadBalancer'];
-  readonly dialOptions: DialOptions;
-  readonly relayOptions: TcpRelayOptions;
-  readonly holdBufferBytes: number;
-  readonly #server: net.Server;
-  readonly #host: string | undefined;
+  readonly #server: OwnedServer;
   readonly #port: number;
-  readonly #name: string;
-  readonly #opts: ResolvedProxySocketOptions;
-  readonly #connect: (options: net.TcpNetConnectOpts) => net.Socket;
+  readonly #settings: SharedSettings;
   readonly #policy: AcceptPolicy;
-  readonly #backoff: AcceptBackoff;
-  readonly #refusalLog = new LogLimiter();
-  readonly #acceptErrorLog = new LogLimiter(1000);
-  readonly #pending: net.Socket[] = [];
+  #name: string | undefined;
+  #dialOptions: DialOptions | undefined;
+  #relayOptions: TcpRelayOptions | undefined;
+  #connectEndpoint: ((target: { host: string; port: number }) => net.Socket) | undefined;
+  #trouble: TroubleState | undefined;
+  #pending: net.Socket[] | undefined;
   #state: 'listening' | 'paused' | 'closed' = 'listening';
-  #recovering = false;
-  #resumeTimer: NodeJS.Timeout | undefined;
   #serving = false;
 
   /**
@@ -95,7 +137,8 @@ export class TcpProxySocket extends ListeningSocket {
     context: ProxySocketContext,
     opts: TcpProxySocketOptions = {},
   ): Promise<TcpProxySocket> {
-    const resolved = resolveProxySocketOptions(opts);
+    const settings = sharedSettings(opts);
+    const resolved = settings.opts;
     const createServer = opts.createServer ?? net.createServer;
     const server = createServer({
       pauseOnConnect: true,
@@ -115,7 +158,8 @@ export class TcpProxySocket extends ListeningSocket {
     setListenerOptions(server, resolved.keepAliveMs);
     const bound = server.address() as net.AddressInfo;
     const addr: Addr = {
-      address: bound.address,
+      // The context's string when equal: one IP string per listener fewer to keep.
+      address: bound.address === context.ip ? context.ip : bound.address,
       port: bound.port,
       family: bound.family === 'IPv6' ? 'IPv6' : 'IPv4',
     };
@@ -128,44 +172,89 @@ export class TcpProxySocket extends ListeningSocket {
         throw error;
       }
     }
-    return new TcpProxySocket(context, server, addr, resolved, opts, policy);
+    return new TcpProxySocket(context, server, addr, settings, policy);
   }
 
   private constructor(
     context: ProxySocketContext,
     server: net.Server,
     addr: Addr,
-    opts: ResolvedProxySocketOptions,
-    inject: TcpProxySocketOptions,
+    settings: SharedSettings,
     policy: AcceptPolicy,
   ) {
     super(context, addr, 'TCP');
     this.#server = server;
-    this.#host = context.ip ?? undefined;
     this.#port = addr.port;
-    this.#opts = opts;
-    this.#connect = inject.connect ?? net.connect;
+    this.#settings = settings;
     this.#policy = policy;
-    this.#backoff = new AcceptBackoff(opts.acceptBackoffMs);
-    this.service = context.servicePort;
-    this.lb = context.loadBalancer;
-    this.#name = servicePortNameString(context.servicePort);
-    this.holdBufferBytes = opts.holdBufferBytes;
-    this.dialOptions = { timeoutsMs: opts.dialTimeoutsMs, logger: this.log, name: this.#name };
-    this.relayOptions = {
+    (server as OwnedServer)[kOwner] = this;
+    server.on('connection', TcpProxySocket.#onConnectionEvent);
+    server.on('error', TcpProxySocket.#onServerErrorEvent);
+    server.on('listening', TcpProxySocket.#onListeningEvent);
+  }
+
+  /** @internal TcpConnectionOwner: the Service port the connections balance over. */
+  get service(): ProxySocketContext['servicePort'] {
+    return this.context.servicePort;
+  }
+
+  /** @internal TcpConnectionOwner: the balancer that picks each connection's endpoint. */
+  get lb(): ProxySocketContext['loadBalancer'] {
+    return this.context.loadBalancer;
+  }
+
+  /** @internal TcpConnectionOwner: a held client's buffer limit. */
+  get holdBufferBytes(): number {
+    return this.#settings.opts.holdBufferBytes;
+  }
+
+  /** @internal TcpConnectionOwner: made with the first connection. */
+  get dialOptions(): DialOptions {
+    this.#dialOptions ??= {
+      timeoutsMs: this.#settings.opts.dialTimeoutsMs,
+      logger: this.log,
+      name: this.#serviceName(),
+    };
+    return this.#dialOptions;
+  }
+
+  /** @internal TcpConnectionOwner: made with the first connection. */
+  get relayOptions(): TcpRelayOptions {
+    const opts = this.#settings.opts;
+    this.#relayOptions ??= {
       idleTimeoutMs: opts.idleTimeoutMs,
       halfCloseTimeoutMs: opts.halfCloseTimeoutMs,
       onClose: (relay) => this.#onRelayClose(relay as TcpConnection),
     };
-    server.on('connection', this.#onConnection);
-    server.on('error', this.#onServerError);
-    server.on('listening', this.#onListening);
+    return this.#relayOptions;
+  }
+
+  /** "ns/name:port" for messages, made on first use (an idle listener never logs it). */
+  #serviceName(): string {
+    this.#name ??= servicePortNameString(this.context.servicePort);
+    return this.#name;
+  }
+
+  #troubleState(): TroubleState {
+    this.#trouble ??= {
+      backoff: new AcceptBackoff(this.#settings.opts.acceptBackoffMs),
+      refusalLog: new LogLimiter(),
+      acceptErrorLog: new LogLimiter(1000),
+      recovering: false,
+      resumeTimer: undefined,
+    };
+    return this.#trouble;
   }
 
   protected serve(_info: ServiceInfo): void {
     this.#serving = true;
-    this.log.debug(`proxying ${this.#name} on ${this.describe()}`);
-    for (const raw of this.#pending.splice(0)) {
+    // Not #serviceName(): a line below the logger's level must not leave a name behind.
+    this.log.debug(
+      `proxying ${servicePortNameString(this.context.servicePort)} on ${this.describe()}`,
+    );
+    const pending = this.#pending;
+    this.#pending = undefined;
+    for (const raw of pending ?? []) {
       if (!raw.destroyed) this.#handle(raw);
     }
   }
@@ -173,14 +262,16 @@ export class TcpProxySocket extends ListeningSocket {
   protected shutdown(): Promise<void> {
     const wasListening = this.#state === 'listening';
     this.#state = 'closed';
-    clearTimeout(this.#resumeTimer);
+    clearTimeout(this.#trouble?.resumeTimer);
     // The listening descriptor is closed synchronously; established connections carry on.
     if (wasListening) this.#server.close();
-    for (const raw of this.#pending.splice(0)) raw.destroy();
+    const pending = this.#pending;
+    this.#pending = undefined;
+    for (const raw of pending ?? []) raw.destroy();
     try {
       this.#policy.close?.();
     } catch (error) {
-      this.log.error(`the accept policy of ${this.#name} failed to close`, error);
+      this.log.error(`the accept policy of ${this.#serviceName()} failed to close`, error);
     }
     return Promise.resolve();
   }
@@ -189,15 +280,22 @@ export class TcpProxySocket extends ListeningSocket {
     return Promise.resolve();
   }
 
-  /** @internal TcpConnectionOwner: one dial attempt (keep-alive set by `dialed`); not a closure. */
-  readonly connectEndpoint = (target: { host: string; port: number }): net.Socket =>
-    this.#connect({
-      host: target.host,
-      port: target.port,
-      noDelay: true,
-      allowHalfOpen: true,
-      onread: RELAY_ONREAD,
-    });
+  /**
+   * @internal TcpConnectionOwner: one dial attempt (keep-alive set by `dialed`); one function per
+   * socket, made with its first connection.
+   */
+  get connectEndpoint(): (target: { host: string; port: number }) => net.Socket {
+    const connect = this.#settings.connect;
+    this.#connectEndpoint ??= (target) =>
+      connect({
+        host: target.host,
+        port: target.port,
+        noDelay: true,
+        allowHalfOpen: true,
+        onread: RELAY_ONREAD,
+      });
+    return this.#connectEndpoint;
+  }
 
   /** @internal TcpConnectionOwner: the client leg on the copy-free read path (fallbacks told). */
   adopt(raw: net.Socket): { socket: net.Socket; usesOnread: boolean } {
@@ -206,16 +304,38 @@ export class TcpProxySocket extends ListeningSocket {
     return adopted;
   }
 
-  readonly #onConnection = (raw: net.Socket): void => {
-    if (this.#recovering) {
-      this.#recovering = false;
-      this.#backoff.reset();
+  // The listener's events, shared by every socket: `this` is the Server, its owner a property of it.
+  static readonly #onConnectionEvent = function (this: OwnedServer, raw: net.Socket): void {
+    const owner = this[kOwner];
+    if (owner === undefined) raw.destroy();
+    else owner.#onConnection(raw);
+  };
+
+  static readonly #onServerErrorEvent = function (
+    this: OwnedServer,
+    error: NodeJS.ErrnoException,
+  ): void {
+    const owner = this[kOwner];
+    if (owner !== undefined) owner.#onServerError(error);
+  };
+
+  static readonly #onListeningEvent = function (this: OwnedServer): void {
+    const owner = this[kOwner];
+    if (owner !== undefined) owner.#onListening();
+  };
+
+  #onConnection(raw: net.Socket): void {
+    const trouble = this.#trouble;
+    if (trouble?.recovering) {
+      trouble.recovering = false;
+      trouble.backoff.reset();
     }
     if (this.#state === 'closed') {
       raw.destroy();
       return;
     }
     if (!this.#serving) {
+      this.#pending ??= [];
       if (this.#pending.length < MAX_CONNECTIONS_BEFORE_PROXY_LOOP) {
         raw.on('error', ignoreError);
         this.#pending.push(raw);
@@ -225,7 +345,7 @@ export class TcpProxySocket extends ListeningSocket {
       return;
     }
     this.#handle(raw);
-  };
+  }
 
   #handle(raw: net.Socket): void {
     if (this.info?.isAlive() === false) {
@@ -234,10 +354,12 @@ export class TcpProxySocket extends ListeningSocket {
       return;
     }
     if (this.filtersSources && !this.admitted(raw.remoteAddress)) return void raw.destroy();
-    const { maxConnections } = this.#opts;
+    const { maxConnections } = this.#settings.opts;
     if (maxConnections > 0 && this.activeConnections() >= maxConnections) {
       raw.destroy();
-      this.log.debug(`refusing a client of ${this.#name}: ${maxConnections} connections open`);
+      this.log.debug(
+        `refusing a client of ${this.#serviceName()}: ${maxConnections} connections open`,
+      );
       this.#publishRefused('connection-limit');
       return;
     }
@@ -253,9 +375,14 @@ export class TcpProxySocket extends ListeningSocket {
     try {
       const verdict = this.#policy.accept(conn);
       if (verdict === 'proxy' || verdict === 'hold' || verdict === 'refuse') return verdict;
-      this.log.error(`the accept policy of ${this.#name} answered ${String(verdict)}; refusing`);
+      this.log.error(
+        `the accept policy of ${this.#serviceName()} answered ${String(verdict)}; refusing`,
+      );
     } catch (error) {
-      this.log.error(`the accept policy of ${this.#name} failed; refusing the client`, error);
+      this.log.error(
+        `the accept policy of ${this.#serviceName()} failed; refusing the client`,
+        error,
+      );
     }
     return 'refuse';
   }
@@ -275,12 +402,12 @@ export class TcpProxySocket extends ListeningSocket {
     // and the message's getpeername(2) run while the endpoint answers. `relay` never ends
     // synchronously, so connectionOpen still comes before connectionClose.
     conn.relay(backend);
-    const keepAliveMs = this.#opts.keepAliveMs;
+    const keepAliveMs = this.#settings.opts.keepAliveMs;
     if (keepAliveMs > 0 && !backend.destroyed) backend.setKeepAlive(true, keepAliveMs);
     if (!conn.backendUsesOnread) this.#fallback('endpoint', 'data-events');
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
-        service: this.#name,
+        service: this.#serviceName(),
         protocol: 'TCP',
         client: conn.toString(),
         endpoint: conn.endpoint,
@@ -301,19 +428,19 @@ export class TcpProxySocket extends ListeningSocket {
 
   #onDialFailed(error: unknown): void {
     this.#publishRefused(refusalReason(error));
-    const suppressed = this.#refusalLog.take();
+    const suppressed = this.#troubleState().refusalLog.take();
     if (suppressed < 0) return;
     const more = suppressed > 0 ? ` (${suppressed} similar suppressed)` : '';
     const cause =
       error instanceof Error && error.cause !== undefined ? `: ${String(error.cause)}` : '';
-    const line = `failed to connect a client of ${this.#name} to an endpoint: ${String(error)}${cause}${more}`;
+    const line = `failed to connect a client of ${this.#serviceName()} to an endpoint: ${String(error)}${cause}${more}`;
     if (isNoEndpointsError(error)) this.log.debug(line);
     else this.log.warn(line);
   }
 
   #publishRefused(reason: RefusedMessage['reason'], detail?: string): void {
     if (!channels.refused.hasSubscribers) return;
-    const message: RefusedMessage = { service: this.#name, protocol: 'TCP', reason };
+    const message: RefusedMessage = { service: this.#serviceName(), protocol: 'TCP', reason };
     if (detail !== undefined) message.detail = detail;
     channels.refused.publish(message);
   }
@@ -324,7 +451,7 @@ export class TcpProxySocket extends ListeningSocket {
     if (reportedFallbacks.has(key)) return;
     reportedFallbacks.add(key);
     this.log.warn(
-      `the ${leg} leg of ${this.#name} reads through ${path}, not the copy-free path: ` +
+      `the ${leg} leg of ${this.#serviceName()} reads through ${path}, not the copy-free path: ` +
         `relaying costs more CPU (reported once per process; see relayReadPathCounts())`,
     );
   }
@@ -332,7 +459,7 @@ export class TcpProxySocket extends ListeningSocket {
   #onRelayClose(conn: TcpConnection): void {
     if (channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
-        service: this.#name,
+        service: this.#serviceName(),
         protocol: 'TCP',
         endpoint: conn.endpoint,
         bytesIn: conn.bytesIn,
@@ -351,19 +478,20 @@ export class TcpProxySocket extends ListeningSocket {
    * way to pause it: we close it and listen again on the same address after the back-off. Clients
    * are refused (RST) meanwhile, which is what they would see from an overloaded host anyway.
    */
-  readonly #onServerError = (error: NodeJS.ErrnoException): void => {
+  #onServerError(error: NodeJS.ErrnoException): void {
     if (this.#state === 'closed') return;
-    const delay = this.#backoff.next();
+    const trouble = this.#troubleState();
+    const delay = trouble.backoff.next();
     if (error.syscall === 'accept' || this.#state === 'listening') {
       if (channels.acceptError.hasSubscribers) {
         const message: AcceptErrorMessage = {
-          service: this.#name,
+          service: this.#serviceName(),
           protocol: 'TCP',
           error,
         };
         channels.acceptError.publish(message);
       }
-      if (this.#acceptErrorLog.take() >= 0) {
+      if (trouble.acceptErrorLog.take() >= 0) {
         this.log.warn(
           `accept failed on ${this.describe()}: ${error.message}; pausing for ${delay} ms`,
         );
@@ -374,27 +502,27 @@ export class TcpProxySocket extends ListeningSocket {
       );
     }
     this.#state = 'paused';
-    this.#recovering = true;
+    trouble.recovering = true;
     if (this.#server.listening) this.#server.close();
-    clearTimeout(this.#resumeTimer);
-    this.#resumeTimer = setTimeout(this.#resume, delay);
-  };
+    clearTimeout(trouble.resumeTimer);
+    trouble.resumeTimer = setTimeout(() => this.#resume(), delay);
+  }
 
-  readonly #resume = (): void => {
+  #resume(): void {
     if (this.#state !== 'paused') return;
-    this.#server.listen({ host: this.#host, port: this.#port });
-  };
+    this.#server.listen({ host: this.context.ip ?? undefined, port: this.#port });
+  }
 
-  readonly #onListening = (): void => {
+  #onListening(): void {
     if (this.#state === 'closed') {
       this.#server.close();
       return;
     }
     // Listening again after an accept error is a new listening socket.
-    setListenerOptions(this.#server, this.#opts.keepAliveMs);
+    setListenerOptions(this.#server, this.#settings.opts.keepAliveMs);
     if (this.#state === 'paused') {
       this.#state = 'listening';
       this.log.info(`accepting again on ${this.describe()}`);
     }
-  };
+  }
 }
