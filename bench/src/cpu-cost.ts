@@ -1,3 +1,5 @@
+// Longer than 400 lines because it is one script: each scenario (accepts, TCP and UDP ping-pong)
+// shares the process handling, the /proc readers and the report, which are read with them.
 /**
  * CPU cost per unit of work of a proxy process: CPU-µs per accepted connection and per 64 B
  * ping-pong round trip (TCP and UDP), read from /proc/<pid>/stat (utime + stime) before and after a

@@ -1,3 +1,5 @@
+// Longer than 400 lines because it is one script: its phases (start, list, changes, snapshots, report)
+// share the daemon process and the fake API server, and each is only read with the others.
 /**
  * Kubernetes scale benchmark: the real `userspace-proxy` daemon process, run with `--master` against
  * the test suite's fake API server (in this process) holding 10 000 Services and 100 000 endpoints, in
