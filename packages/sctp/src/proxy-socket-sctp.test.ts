@@ -232,6 +232,23 @@ describe('SctpProxySocket', () => {
     await waitFor(() => idle, 5_000, 'socket idle');
   });
 
+  it('aborts what it relays on abortConnections (the drain deadline), both sides', async () => {
+    const ep = randomPort();
+    const b1 = await backend(1, ep);
+    const lb = new FakeLoadBalancer({ [key]: [b1.endpoint] });
+    const { socket, connect } = await proxy(lb, ep);
+    const client = await connect();
+    const got = collect(client);
+    client.send({ data: Buffer.from('who') });
+    await waitFor(() => got.length === 1, 10_000, 'answer');
+    expect(socket.activeConnections?.()).toBe(1);
+    socket.abortConnections?.();
+    // Each side hears an ABORT from its peer: the client from the proxy, the endpoint from the relay.
+    expect((await closed(client)).reason).toBe('abort-remote');
+    expect((await closed(b1.accepted[0] as SctpAssociation)).reason).toBe('abort-remote');
+    await waitFor(() => socket.activeConnections?.() === 0, 5_000, 'no relay left');
+  });
+
   it('logs the warnings of an engine it makes itself, at most one a second', async () => {
     const ep = randomPort();
     const b = await backend(1, ep);

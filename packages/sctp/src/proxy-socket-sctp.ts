@@ -161,6 +161,17 @@ export class SctpProxySocket implements ProxySocket {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /**
+   * ProxySocket: ABORTs every association this socket relays, and its dials. `Proxier.drain` calls
+   * it at its deadline, so a client learns that its association was cut, as a TCP client gets an
+   * RST, rather than keeping it until heartbeats fail; the relay carries each ABORT to the
+   * endpoint's side.
+   */
+  abortConnections(): void {
+    for (const d of this.dials) d.abort(new Error('the proxy is shutting down'));
+    for (const client of [...this.relays]) client.abort('the proxy is shutting down');
+  }
+
   proxyLoop(info: ServiceInfo): Promise<void> {
     if (this.closed) return this.closed;
     this.serving = info;

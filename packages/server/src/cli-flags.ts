@@ -326,6 +326,14 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.sctpMaxAssociationsPerPort',
   },
   {
+    flags: '--sctp-max-associations-per-address <n>',
+    description:
+      'SCTP Services: client associations one peer address may hold on one Service port address (0: no cap of its own; clients behind one NAT share an address); further ones are aborted and counted.',
+    shownDefault: '0',
+    parse: parseInt32,
+    field: 'userspaceProxy.sctpMaxAssociationsPerAddress',
+  },
+  {
     flags: '--sctp-transport <udp|raw>',
     description:
       'SCTP Services: "udp" is RFC 6951 encapsulation; "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',

@@ -100,6 +100,11 @@ export interface UserspaceProxyConfiguration {
   sctpEncapsulationPort: number;
   /** SCTP: client associations one Service port address relays at once. */
   sctpMaxAssociationsPerPort: number;
+  /**
+   * SCTP: client associations one peer address may hold on one Service port address; 0 (the
+   * default) sets no cap of its own, since clients behind one NAT share an address.
+   */
+  sctpMaxAssociationsPerAddress: number;
   /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
   sctpTransport: 'udp' | 'raw';
   /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
@@ -241,6 +246,7 @@ export const configFileSchema = z.strictObject({
       idlingHoldTimeout: duration.optional(),
       sctpEncapsulationPort: z.number().int().optional(),
       sctpMaxAssociationsPerPort: z.number().int().optional(),
+      sctpMaxAssociationsPerAddress: z.number().int().optional(),
       sctpTransport: z.enum(['udp', 'raw']).optional(),
       workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })
@@ -267,6 +273,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   idlingHoldTimeout: 120_000,
   sctpEncapsulationPort: 9899,
   sctpMaxAssociationsPerPort: 1024,
+  sctpMaxAssociationsPerAddress: 0,
   sctpTransport: 'udp',
   workers: 1,
 });
@@ -374,6 +381,8 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
         ext.sctpEncapsulationPort ?? DEFAULT_USERSPACE_PROXY.sctpEncapsulationPort,
       sctpMaxAssociationsPerPort:
         ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
+      sctpMaxAssociationsPerAddress:
+        ext.sctpMaxAssociationsPerAddress ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerAddress,
       sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
       workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
     },

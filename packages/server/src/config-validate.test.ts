@@ -13,6 +13,15 @@ describe('validateConfiguration', () => {
     expect(errorsOf(() => {})).toEqual([]);
   });
 
+  it('refuses a negative SCTP per-address cap and takes 0 (no cap of its own)', () => {
+    const errors = errorsOf((c) => {
+      c.userspaceProxy.sctpMaxAssociationsPerAddress = -1;
+    });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toContain('SCTPMaxAssociationsPerAddress: Invalid value: -1');
+    expect(defaultConfiguration().userspaceProxy.sctpMaxAssociationsPerAddress).toBe(0);
+  });
+
   it.each<[string, (c: KubeProxyConfiguration) => void, string[]]>([
     [
       'masqueradeBit out of range',

@@ -279,6 +279,7 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   atLeast('IdlingMaxHeldPerPort', c.idlingMaxHeldPerPort, 1, num);
   atLeast('IdlingHoldTimeout', c.idlingHoldTimeout, 1, dur);
   atLeast('SCTPMaxAssociationsPerPort', c.sctpMaxAssociationsPerPort, 1, num);
+  atLeast('SCTPMaxAssociationsPerAddress', c.sctpMaxAssociationsPerAddress, 0, num);
   if (c.workers !== 'auto' && (c.workers < 1 || c.workers > MAX_WORKERS)) {
     errs.push(invalid(`${path}.Workers`, num(c.workers), `must be "auto" or 1-${MAX_WORKERS}`));
   }

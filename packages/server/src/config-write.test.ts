@@ -92,6 +92,7 @@ userspaceProxy:
   idlingHoldTimeout: 30s
   sctpEncapsulationPort: 19899
   sctpMaxAssociationsPerPort: 64
+  sctpMaxAssociationsPerAddress: 8
   sctpTransport: raw
   workers: 3
 `;

@@ -30,6 +30,7 @@ const GO_NAMES: Readonly<Record<string, string>> = {
   udpBufferBytes: 'UDPBufferBytes',
   sctpEncapsulationPort: 'SCTPEncapsulationPort',
   sctpMaxAssociationsPerPort: 'SCTPMaxAssociationsPerPort',
+  sctpMaxAssociationsPerAddress: 'SCTPMaxAssociationsPerAddress',
   sctpTransport: 'SCTPTransport',
   detectLocal: 'DetectLocal',
 };

@@ -7,7 +7,12 @@ import {
   type ProxySocketFactory,
 } from '@userspace-proxy/core';
 import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
-import { createRawSctpEngine, limitedWarnings, withSctp } from '@userspace-proxy/sctp';
+import {
+  createRawSctpEngine,
+  createUserspaceSctpEngine,
+  limitedWarnings,
+  withSctp,
+} from '@userspace-proxy/sctp';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import type { ProxySources } from './sources.js';
 
@@ -41,19 +46,26 @@ export async function buildDaemonProxier(
       ? createRawSctpEngine({ onWarning: limitedWarnings(env.logger) })
       : undefined;
   await raw?.start();
+  // The daemon owns its SCTP engine, raw or not, and closes it after the drain: made inside
+  // withSctp, the UDP engine's sockets and any association still open outlived a stopped daemon
+  // (an embedder that stops a Daemon and starts another in the process found the port taken).
+  const engine = raw ?? createUserspaceSctpEngine({ onWarning: limitedWarnings(env.logger) });
   const sctp = {
     encapsulationPort: ext.sctpEncapsulationPort,
     endpointEncapsulationPort: ext.sctpEncapsulationPort,
     maxAssociations: ext.sctpMaxAssociationsPerPort,
+    ...(ext.sctpMaxAssociationsPerAddress > 0
+      ? { maxAssociationsPerAddress: ext.sctpMaxAssociationsPerAddress }
+      : {}),
     dialTimeoutsMs: [...ext.dialTimeouts],
-    ...(raw ? { engine: raw } : {}),
+    engine,
   };
   const withProtocols = (base: ProxySocketFactory): ProxySocketFactory => withSctp(base, sctp);
   const main = await newCustomProxier(
     options,
     withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
   );
-  if (!ext.idling) return { proxier: main, close: async () => raw?.close() };
+  if (!ext.idling) return { proxier: main, close: () => engine.close() };
   const unidler = env.sources?.createUnidler?.();
   const idler = new Idler({
     maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
@@ -91,7 +103,7 @@ export async function buildDaemonProxier(
       closed ??= (async () => {
         idler.close();
         await unidler?.close();
-        await raw?.close();
+        await engine.close();
       })();
       return closed;
     },

@@ -16,6 +16,7 @@ const SERVICE_IP = `${NET}1`;
 const ENDPOINT_IP = `${NET}2`;
 const CLIENT_IP = `${NET}3`;
 const SERVERS_IP = `${NET}4`;
+const OTHER_CLIENT_IP = `${NET}5`;
 /** RFC 6951 encapsulation port of this test (not 9899, so a test never meets a real peer). */
 const ENCAP = 19_899;
 
@@ -24,66 +25,83 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-describe('the daemon with an SCTP Service', () => {
-  it('relays SCTP messages (stream, PPID, boundaries) between a client and the endpoint', async () => {
-    // The endpoint: an SCTP echo server on ENDPOINT_IP, its SCTP port 3868 (Diameter's).
-    const engine = createUserspaceSctpEngine();
-    cleanups.push(() => engine.close());
-    const listener = await engine.listen({
-      address: ENDPOINT_IP,
-      port: 3868,
-      encapsulationPort: ENCAP,
-    });
-    listener.on('association', (association) => {
-      association.on('message', (m: SctpMessage) => {
-        association.send({
-          streamId: m.streamId,
-          ppid: m.ppid,
-          data: Buffer.concat([Buffer.from('echo:'), m.data]),
-        });
+/** An SCTP echo endpoint on ENDPOINT_IP:3868 and the daemon serving it on SERVICE_IP:3868. */
+async function startDaemonWithEcho(
+  tune: (c: ReturnType<typeof defaultConfiguration>) => void = () => {},
+): Promise<void> {
+  // The endpoint: an SCTP echo server on ENDPOINT_IP, its SCTP port 3868 (Diameter's).
+  const engine = createUserspaceSctpEngine();
+  cleanups.push(() => engine.close());
+  const listener = await engine.listen({
+    address: ENDPOINT_IP,
+    port: 3868,
+    encapsulationPort: ENCAP,
+  });
+  listener.on('association', (association) => {
+    association.on('message', (m: SctpMessage) => {
+      association.send({
+        streamId: m.streamId,
+        ppid: m.ppid,
+        data: Buffer.concat([Buffer.from('echo:'), m.data]),
       });
     });
+  });
 
-    const dir = await mkdtemp(join(tmpdir(), 'up-sctp-'));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const manifest = join(dir, 'services.yaml');
-    await writeFile(
-      manifest,
-      serviceWithSlice({
-        clusterIP: SERVICE_IP,
-        port: 3868,
-        portName: 'diameter',
-        protocol: 'SCTP',
-        endpoints: [{ ip: ENDPOINT_IP, port: 3868 }],
-      }),
-    );
-    const c = defaultConfiguration();
-    c.userspaceProxy.servicesFile = manifest;
-    c.userspaceProxy.sctpEncapsulationPort = ENCAP;
-    c.healthzBindAddress = `${SERVERS_IP}:10256`;
-    c.metricsBindAddress = `${SERVERS_IP}:10249`;
-    c.iptables.minSyncPeriod = 0;
-    const daemon = new Daemon({ config: c, logger: noopLogger, env: {}, listenRetryMs: 50 });
-    cleanups.push(async () => {
-      void daemon.stop('test over', { drain: false });
-      await daemon.exited;
-    });
-    await daemon.start();
+  const dir = await mkdtemp(join(tmpdir(), 'up-sctp-'));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  const manifest = join(dir, 'services.yaml');
+  await writeFile(
+    manifest,
+    serviceWithSlice({
+      clusterIP: SERVICE_IP,
+      port: 3868,
+      portName: 'diameter',
+      protocol: 'SCTP',
+      endpoints: [{ ip: ENDPOINT_IP, port: 3868 }],
+    }),
+  );
+  const c = defaultConfiguration();
+  c.userspaceProxy.servicesFile = manifest;
+  c.userspaceProxy.sctpEncapsulationPort = ENCAP;
+  c.healthzBindAddress = `${SERVERS_IP}:10256`;
+  c.metricsBindAddress = `${SERVERS_IP}:10249`;
+  c.iptables.minSyncPeriod = 0;
+  tune(c);
+  const daemon = new Daemon({ config: c, logger: noopLogger, env: {}, listenRetryMs: 50 });
+  cleanups.push(async () => {
+    void daemon.stop('test over', { drain: false });
+    await daemon.exited;
+  });
+  await daemon.start();
+}
 
+/** A client engine on `localAddress` (its own, closed after the test). */
+function clientEngine() {
+  const client = createUserspaceSctpEngine();
+  cleanups.push(() => client.close());
+  return client;
+}
+
+function connectThrough(client: ReturnType<typeof clientEngine>, localAddress: string) {
+  return client.connect({
+    address: SERVICE_IP,
+    port: 3868,
+    encapsulationPort: ENCAP,
+    localAddress,
+    localEncapsulationPort: ENCAP,
+    signal: AbortSignal.timeout(2_000),
+  });
+}
+
+describe('the daemon with an SCTP Service', () => {
+  it('relays SCTP messages (stream, PPID, boundaries) between a client and the endpoint', async () => {
+    await startDaemonWithEcho();
     // The client: an association to the Service address, through the daemon.
-    const client = createUserspaceSctpEngine();
-    cleanups.push(() => client.close());
+    const client = clientEngine();
     const received: SctpMessage[] = [];
     await until(async () => {
       try {
-        const association = await client.connect({
-          address: SERVICE_IP,
-          port: 3868,
-          encapsulationPort: ENCAP,
-          localAddress: CLIENT_IP,
-          localEncapsulationPort: ENCAP,
-          signal: AbortSignal.timeout(2_000),
-        });
+        const association = await connectThrough(client, CLIENT_IP);
         association.on('message', (m: SctpMessage) => received.push(m));
         association.send({ streamId: 1, ppid: 46, data: Buffer.from('CER') });
         association.send({ streamId: 0, ppid: 46, data: Buffer.from('DWR') });
@@ -100,5 +118,25 @@ describe('the daemon with an SCTP Service', () => {
       [0, 46, 'echo:DWR'],
       [1, 46, 'echo:CER'],
     ]);
+  });
+
+  it('caps the associations of one peer address with --sctp-max-associations-per-address', async () => {
+    await startDaemonWithEcho((c) => {
+      c.userspaceProxy.sctpMaxAssociationsPerAddress = 1;
+    });
+    const client = clientEngine();
+    await until(async () => {
+      try {
+        await connectThrough(client, CLIENT_IP);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'the first association of CLIENT_IP');
+    // A second one from the same address is refused; another address still gets in.
+    await expect(connectThrough(client, CLIENT_IP)).rejects.toMatchObject({
+      code: 'ERR_SCTP_CONNECT',
+    });
+    await expect(connectThrough(clientEngine(), OTHER_CLIENT_IP)).resolves.toBeDefined();
   });
 });
