@@ -1,6 +1,6 @@
 import net from 'node:net';
-import { type ProxySocket, RoundRobinLoadBalancer, type ServiceInfo } from '@userspace-proxy/core';
-import { createSocketContext } from '@userspace-proxy/core/sockets';
+import { type ProxySocket, RoundRobinLoadBalancer } from '@userspace-proxy/core';
+import { createServiceInfo, createSocketContext } from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Idler } from './idler.js';
 import { createIdlingProxySocketFactory } from './idling-socket-factory.js';
@@ -23,14 +23,6 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-function info(): ServiceInfo {
-  return {
-    isAlive: () => true,
-    udpIdleTimeoutMs: 10_000,
-    activeClients: new Map(),
-  } as unknown as ServiceInfo;
-}
-
 async function open(
   idler: Idler,
   extra: Partial<Parameters<typeof createIdlingProxySocketFactory>[0]> = {},
@@ -41,7 +33,7 @@ async function open(
   const context = createSocketContext({ loadBalancer: lb, protocol: 'TCP', ip, servicePort });
   const factory = createIdlingProxySocketFactory({ idler, dialTimeoutsMs: [500], ...extra });
   const socket: ProxySocket = await factory(context);
-  void socket.proxyLoop(info());
+  void socket.proxyLoop(createServiceInfo(context));
   cleanups.push(() => socket.close());
   const publish = (host: string, port: number) => {
     lb.onEndpointsAdd(endpointsOf('ns', 'web', [host], port, 'p'));

@@ -3,10 +3,13 @@ import net from 'node:net';
 import {
   type ProxySocket,
   RoundRobinLoadBalancer,
-  type ServiceInfo,
   UnsupportedProtocolError,
 } from '@userspace-proxy/core';
-import { createSocketContext, type StandaloneSocketContext } from '@userspace-proxy/core/sockets';
+import {
+  createServiceInfo,
+  createSocketContext,
+  type StandaloneSocketContext,
+} from '@userspace-proxy/core/sockets';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Idler } from './idler.js';
 import { createIdlingProxySocketFactory } from './idling-socket-factory.js';
@@ -26,15 +29,6 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-/** What a Proxier would hand proxyLoop. */
-function info(): ServiceInfo {
-  return {
-    isAlive: () => true,
-    udpIdleTimeoutMs: 10_000,
-    activeClients: new Map(),
-  } as unknown as ServiceInfo;
-}
-
 async function open(
   protocol: 'TCP' | 'UDP',
   idler: Idler,
@@ -53,7 +47,7 @@ async function open(
   });
   const factory = createIdlingProxySocketFactory({ idler, dialTimeoutsMs: [500], ...extra });
   const socket: ProxySocket = await factory(context);
-  void socket.proxyLoop(info());
+  void socket.proxyLoop(createServiceInfo(context));
   cleanups.push(() => socket.close());
   const publish = (host: string, port: number) => {
     lb.onEndpointsAdd(endpointsOf('ns', 'web', [host], port, 'p', protocol));

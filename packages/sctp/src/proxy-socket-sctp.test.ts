@@ -1,5 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
+  type Logger,
   type ProxySocket,
   type ProxySocketFactory,
   servicePortNameString,
@@ -52,20 +53,25 @@ async function backend(
   return { endpoint: `${address}:3868`, accepted };
 }
 
+/**
+ * The SCTP proxy socket on its own loopback address in front of `lb`. `ownEngine` lets the factory
+ * make its engine (as the daemon's default does) instead of handing it one.
+ */
 async function proxy(
   lb: FakeLoadBalancer,
   endpointEncapsulationPort: number,
-  extra: { maxAssociations?: number } = {},
+  extra: { maxAssociations?: number; logger?: Logger; ownEngine?: boolean } = {},
 ) {
+  const { logger, ownEngine, ...options } = extra;
   const ip = randomLoopback();
   const encapsulationPort = randomPort();
   const base: ProxySocketFactory = () => Promise.reject(new Error('base factory called'));
   const factory = withSctp(base, {
-    engine: engine(),
+    ...(ownEngine ? {} : { engine: engine() }),
     encapsulationPort,
     endpointEncapsulationPort,
     association: FAST,
-    ...extra,
+    ...options,
   });
   const ctx = createSocketContext({
     loadBalancer: lb,
@@ -73,6 +79,7 @@ async function proxy(
     ip,
     port: 3868,
     servicePort,
+    ...(logger ? { logger } : {}),
   });
   const socket: ProxySocket = await factory(ctx);
   const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
@@ -253,31 +260,11 @@ describe('SctpProxySocket', () => {
     const ep = randomPort();
     const b = await backend(1, ep);
     const logger = spyLogger();
-    const ip = randomLoopback();
-    const encapsulationPort = randomPort();
-    const factory = withSctp(() => Promise.reject(new Error('base')), {
-      encapsulationPort,
-      endpointEncapsulationPort: ep,
+    const { connect } = await proxy(new FakeLoadBalancer({ [key]: [b.endpoint] }), ep, {
       maxAssociations: 1,
-      association: FAST,
-    });
-    const ctx = createSocketContext({
-      loadBalancer: new FakeLoadBalancer({ [key]: [b.endpoint] }),
-      protocol: 'SCTP',
-      ip,
-      port: 3868,
-      servicePort,
       logger,
+      ownEngine: true,
     });
-    const socket = await factory(ctx);
-    const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'SCTP' }));
-    cleanup.push(async () => {
-      ctx.abort();
-      await socket.close();
-      await loop;
-    });
-    const connect = () =>
-      engine().connect({ address: ip, port: 3868, encapsulationPort, localAddress: '127.0.0.1' });
     await connect();
     // Past the listener's limit: the endpoint refuses and warns, once for both within the second.
     await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
