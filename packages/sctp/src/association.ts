@@ -40,7 +40,7 @@ import {
 } from './errors.js';
 import type { ResolvedAssociationOptions } from './options.js';
 import { type InboundMessage, Receiver } from './reassembly.js';
-import { type PacketSource, Sender } from './sender.js';
+import { maxFragmentBytes, type PacketSource, Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
 /** What an association needs from the endpoint that owns it. */
@@ -121,11 +121,11 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private readonly sackTimer: Timer;
   private readonly hbTimer: Timer;
   private readonly deliverBound = (m: InboundMessage): void => this.deliver(m);
-  private readonly flushBound = (): void => this.flush();
+  private readonly flushBound = (): void => this.containedFlush();
   private dataFlushScheduled = false;
   private readonly dataFlushBound = (): void => {
     this.dataFlushScheduled = false;
-    if (!this.flushScheduled) this.flush();
+    if (!this.flushScheduled) this.containedFlush();
   };
   /** The packet a flush is filling. */
   private w: PacketWriter | undefined;
@@ -201,7 +201,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.peerTag = peer.peerTag;
     this.outboundStreams = peer.outboundStreams;
     this.inboundStreams = peer.inboundStreams;
-    const maxFragment = this.packetBytes - 12 - 16;
+    const maxFragment = maxFragmentBytes(this.packetBytes);
     this.sender = new Sender(
       this.localInitialTsn,
       peer.peerRwnd,
@@ -796,6 +796,23 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (w !== undefined && w.chunks > 0) this.transmit(w.finish(), true);
     this.w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
     return this.w;
+  }
+
+  /**
+   * A flush from a microtask or setImmediate, where nothing above would catch: an internal error
+   * ends this association (ABORT, 'close' with reason `internal-error`), never the process.
+   */
+  private containedFlush(): void {
+    try {
+      this.flush();
+    } catch (err) {
+      const detail = `internal error while sending: ${err instanceof Error ? err.message : String(err)}`;
+      try {
+        this.fail('internal-error', detail);
+      } catch {
+        this.finish('internal-error', detail);
+      }
+    }
   }
 
   /** Bundles control chunks, the SACK, retransmissions and new DATA into packets and sends them. */

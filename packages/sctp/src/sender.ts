@@ -56,6 +56,36 @@ export interface SackOutcome {
   readonly fastRetransmit: boolean;
 }
 
+/**
+ * Bytes a DATA chunk takes in a packet: its 16-byte header and data, padded to 4 bytes (RFC 9260
+ * §3.2). The room check must use the padded size: a chunk that fits unpadded but not padded is
+ * refused by the packet writer.
+ */
+function chunkBytes(c: OutChunk): number {
+  return (c.data.length + 16 + 3) & ~3;
+}
+
+/**
+ * Writes `c` into `w`, which the caller checked has room for it. A refusal here would leave a
+ * chunk counted as sent that never went out (a stall until the T3 timer, or for ever if it can
+ * never fit): it is an internal error, which aborts the association loudly.
+ */
+function put(w: PacketWriter, c: OutChunk): void {
+  if (!w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data)) {
+    throw new Error(`DATA chunk of ${c.data.length} bytes does not fit an empty packet`);
+  }
+}
+
+/**
+ * Bytes of user data per DATA fragment for packets of `packetBytes` (the path MTU less the IP
+ * and UDP headers): the packet less the common and DATA headers, rounded down to a multiple of 4
+ * so a full fragment with its padding still fits. (An MTU such as 1450, VXLAN's, left 1394:
+ * padded to 1396, a full fragment never fitted and every message larger than one stalled.)
+ */
+export function maxFragmentBytes(packetBytes: number): number {
+  return (packetBytes - 12 - 16) & ~3;
+}
+
 /** See the module comment. */
 export class Sender {
   nextTsn: number;
@@ -162,13 +192,13 @@ export class Sender {
         const c = this.inflight[i] as OutChunk;
         if (this.markedCount === 0) break;
         if (!c.marked) continue;
-        const size = c.data.length + 16;
+        const size = chunkBytes(c);
         if (this.flightSize >= this.cwnd) {
           if (allowance < size) break;
           allowance -= size;
         }
         if (w === undefined || w.room() < size) w = out.next();
-        w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data);
+        put(w, c);
         c.marked = false;
         this.markedCount--;
         c.sent++;
@@ -189,13 +219,13 @@ export class Sender {
     while (this.pendingHead < this.pending.length) {
       const c = this.pending[this.pendingHead] as OutChunk;
       if (this.peerRwnd < c.data.length && this.flightSize > 0) break;
-      const size = c.data.length + 16;
+      const size = chunkBytes(c);
       if (!fits || w === undefined || w.room() < size) {
         if (this.flightSize >= this.cwnd) break;
         if (w === undefined || w.room() < size) w = out.next();
         fits = true;
       }
-      w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data);
+      put(w, c);
       this.pending[this.pendingHead] = undefined as unknown as OutChunk;
       this.pendingHead++;
       c.sent = 1;

@@ -334,6 +334,14 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.sctpMaxAssociationsPerAddress',
   },
   {
+    flags: '--sctp-mtu <bytes>',
+    description:
+      "SCTP Services: the path MTU packets are built for (IP bytes, 576-65535); set the network's own (an overlay such as VXLAN: 1450; jumbo frames: 9000) so packets are neither fragmented nor dropped.",
+    shownDefault: '1500',
+    parse: parseInt32,
+    field: 'userspaceProxy.sctpMtu',
+  },
+  {
     flags: '--sctp-transport <udp|raw>',
     description:
       'SCTP Services: "udp" is RFC 6951 encapsulation; "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',

@@ -105,6 +105,12 @@ export interface UserspaceProxyConfiguration {
    * default) sets no cap of its own, since clients behind one NAT share an address.
    */
   sctpMaxAssociationsPerAddress: number;
+  /**
+   * SCTP: the path MTU the engine builds packets for, IP bytes (packets are this less the IP and
+   * UDP headers). 1500 by default; an overlay network (VXLAN: 1450) or jumbo frames want theirs,
+   * or packets are fragmented by IP or dropped on the way.
+   */
+  sctpMtu: number;
   /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
   sctpTransport: 'udp' | 'raw';
   /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
@@ -247,6 +253,7 @@ export const configFileSchema = z.strictObject({
       sctpEncapsulationPort: z.number().int().optional(),
       sctpMaxAssociationsPerPort: z.number().int().optional(),
       sctpMaxAssociationsPerAddress: z.number().int().optional(),
+      sctpMtu: z.number().int().optional(),
       sctpTransport: z.enum(['udp', 'raw']).optional(),
       workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })
@@ -274,6 +281,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   sctpEncapsulationPort: 9899,
   sctpMaxAssociationsPerPort: 1024,
   sctpMaxAssociationsPerAddress: 0,
+  sctpMtu: 1500,
   sctpTransport: 'udp',
   workers: 1,
 });
@@ -383,6 +391,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
         ext.sctpMaxAssociationsPerPort ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerPort,
       sctpMaxAssociationsPerAddress:
         ext.sctpMaxAssociationsPerAddress ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerAddress,
+      sctpMtu: ext.sctpMtu ?? DEFAULT_USERSPACE_PROXY.sctpMtu,
       sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
       workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
     },

@@ -22,6 +22,18 @@ describe('validateConfiguration', () => {
     expect(defaultConfiguration().userspaceProxy.sctpMaxAssociationsPerAddress).toBe(0);
   });
 
+  it('refuses an SCTP MTU outside 576-65535 and defaults to 1500', () => {
+    for (const mtu of [575, 65_536]) {
+      const errors = errorsOf((c) => {
+        c.userspaceProxy.sctpMtu = mtu;
+      });
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toContain(`SCTPMTU: Invalid value: ${mtu}`);
+    }
+    expect(errorsOf((c) => void (c.userspaceProxy.sctpMtu = 1450))).toEqual([]);
+    expect(defaultConfiguration().userspaceProxy.sctpMtu).toBe(1500);
+  });
+
   it.each<[string, (c: KubeProxyConfiguration) => void, string[]]>([
     [
       'masqueradeBit out of range',

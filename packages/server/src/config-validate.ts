@@ -280,6 +280,9 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   atLeast('IdlingHoldTimeout', c.idlingHoldTimeout, 1, dur);
   atLeast('SCTPMaxAssociationsPerPort', c.sctpMaxAssociationsPerPort, 1, num);
   atLeast('SCTPMaxAssociationsPerAddress', c.sctpMaxAssociationsPerAddress, 0, num);
+  if (c.sctpMtu < 576 || c.sctpMtu > 65_535) {
+    errs.push(invalid(`${path}.SCTPMTU`, num(c.sctpMtu), 'must be within 576-65535 (IP bytes)'));
+  }
   if (c.workers !== 'auto' && (c.workers < 1 || c.workers > MAX_WORKERS)) {
     errs.push(invalid(`${path}.Workers`, num(c.workers), `must be "auto" or 1-${MAX_WORKERS}`));
   }

@@ -93,6 +93,7 @@ userspaceProxy:
   sctpEncapsulationPort: 19899
   sctpMaxAssociationsPerPort: 64
   sctpMaxAssociationsPerAddress: 8
+  sctpMtu: 9000
   sctpTransport: raw
   workers: 3
 `;

@@ -31,6 +31,7 @@ const GO_NAMES: Readonly<Record<string, string>> = {
   sctpEncapsulationPort: 'SCTPEncapsulationPort',
   sctpMaxAssociationsPerPort: 'SCTPMaxAssociationsPerPort',
   sctpMaxAssociationsPerAddress: 'SCTPMaxAssociationsPerAddress',
+  sctpMtu: 'SCTPMTU',
   sctpTransport: 'SCTPTransport',
   detectLocal: 'DetectLocal',
 };

@@ -41,15 +41,17 @@ export async function buildDaemonProxier(
   // --sctp-transport=raw: one raw engine for every SCTP socket (main and idling), since two raw
   // stacks on one address would abort each other's associations; started now, so a missing
   // privilege or compiler stops the daemon at start-up with its coded error.
+  const association = { mtu: ext.sctpMtu };
   const raw =
     ext.sctpTransport === 'raw'
-      ? createRawSctpEngine({ onWarning: limitedWarnings(env.logger) })
+      ? createRawSctpEngine({ onWarning: limitedWarnings(env.logger), association })
       : undefined;
   await raw?.start();
   // The daemon owns its SCTP engine, raw or not, and closes it after the drain: made inside
   // withSctp, the UDP engine's sockets and any association still open outlived a stopped daemon
   // (an embedder that stops a Daemon and starts another in the process found the port taken).
-  const engine = raw ?? createUserspaceSctpEngine({ onWarning: limitedWarnings(env.logger) });
+  const engine =
+    raw ?? createUserspaceSctpEngine({ onWarning: limitedWarnings(env.logger), association });
   const sctp = {
     encapsulationPort: ext.sctpEncapsulationPort,
     endpointEncapsulationPort: ext.sctpEncapsulationPort,

@@ -28,9 +28,10 @@ afterEach(async () => {
 /** An SCTP echo endpoint on ENDPOINT_IP:3868 and the daemon serving it on SERVICE_IP:3868. */
 async function startDaemonWithEcho(
   tune: (c: ReturnType<typeof defaultConfiguration>) => void = () => {},
+  endpointMtu = 1500,
 ): Promise<void> {
   // The endpoint: an SCTP echo server on ENDPOINT_IP, its SCTP port 3868 (Diameter's).
-  const engine = createUserspaceSctpEngine();
+  const engine = createUserspaceSctpEngine({ association: { mtu: endpointMtu } });
   cleanups.push(() => engine.close());
   const listener = await engine.listen({
     address: ENDPOINT_IP,
@@ -76,8 +77,8 @@ async function startDaemonWithEcho(
 }
 
 /** A client engine on `localAddress` (its own, closed after the test). */
-function clientEngine() {
-  const client = createUserspaceSctpEngine();
+function clientEngine(mtu = 1500) {
+  const client = createUserspaceSctpEngine({ association: { mtu } });
   cleanups.push(() => client.close());
   return client;
 }
@@ -118,6 +119,30 @@ describe('the daemon with an SCTP Service', () => {
       [0, 46, 'echo:DWR'],
       [1, 46, 'echo:CER'],
     ]);
+  });
+
+  // 1450 is VXLAN's MTU; before the fragment size was rounded to 4 bytes, an engine at that MTU
+  // never sent a message larger than one packet (the fragment did not fit with its padding).
+  it('relays messages of many packets with --sctp-mtu 1450 on a 1450-byte network', async () => {
+    await startDaemonWithEcho((c) => {
+      c.userspaceProxy.sctpMtu = 1450;
+    }, 1450);
+    const client = clientEngine(1450);
+    const received: SctpMessage[] = [];
+    const big = Buffer.alloc(20_001, 0x61);
+    await until(async () => {
+      try {
+        const association = await connectThrough(client, CLIENT_IP);
+        association.on('message', (m: SctpMessage) => received.push(m));
+        association.send({ ppid: 46, data: big });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'an association through the daemon');
+    await until(() => received.length === 1, 'the echo of a 20 001-byte message');
+    expect(received[0]?.data.length).toBe(5 + big.length);
+    expect(received[0]?.data.subarray(5).equals(big)).toBe(true);
   });
 
   it('caps the associations of one peer address with --sctp-max-associations-per-address', async () => {
