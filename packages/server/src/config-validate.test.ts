@@ -30,7 +30,11 @@ describe('validateConfiguration', () => {
       expect(errors).toHaveLength(1);
       expect(errors[0]).toContain(`SCTPMTU: Invalid value: ${mtu}`);
     }
-    expect(errorsOf((c) => void (c.userspaceProxy.sctpMtu = 1450))).toEqual([]);
+    expect(
+      errorsOf((c) => {
+        c.userspaceProxy.sctpMtu = 1450;
+      }),
+    ).toEqual([]);
     expect(defaultConfiguration().userspaceProxy.sctpMtu).toBe(1500);
   });
 
