@@ -1,7 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRawSctpEngine, type RawSctpEngine, type SctpMessage } from '@userspace-proxy/sctp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,6 +26,21 @@ const NODE_B = `10.${N}.2.1`;
 const ECHO = `10.${N}.2.2`;
 const SERVICE = `10.${N}.9.9`;
 const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
+
+/**
+ * The folders between `/` and `dir` that other users (here `nobody`) cannot enter, or read when it
+ * is `dir` itself: a checkout in a 0700 folder (`mktemp -d`) cannot be run as `nobody`, which
+ * otherwise fails far from the cause ("Cannot find package 'tsx'").
+ */
+function closedToOthers(dir: string): string[] {
+  const closed: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    const mode = statSync(d).mode;
+    const need = d === dir ? 0o005 : 0o001;
+    if ((mode & need) !== need) closed.push(`${d} (mode ${(mode & 0o777).toString(8)})`);
+    if (dirname(d) === d) return closed;
+  }
+}
 
 /** The daemon's bin from source, as it runs in development. */
 const daemonArgv = [
@@ -153,6 +169,12 @@ describe.skipIf(!support.ok)(`the daemon with --sctp-transport=raw${why}`, () =>
   }, 90_000);
 
   it("stops at start-up with the raw transport's error when not root (run as nobody)", async () => {
+    const closed = closedToOthers(REPO_ROOT);
+    if (closed.length > 0) {
+      throw new Error(
+        `this test runs the daemon as nobody, who cannot read the checkout: ${closed.join(', ')}; clone into a folder others may enter (chmod o+rx)`,
+      );
+    }
     const ns = await sandbox.namespace();
     const child = sandbox.spawnIn(
       ns,
