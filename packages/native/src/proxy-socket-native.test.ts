@@ -298,3 +298,20 @@ describe('NativeTcpProxySocket', () => {
     ).rejects.toMatchObject({ code: 'ERR_SOCKET_OPEN', cause: { code: 'EADDRINUSE' } });
   });
 });
+
+describe('NativeTcpProxySocket timeouts', () => {
+  it('resets a connection idle for idleTimeoutMs, and a half-closed one after halfCloseTimeoutMs', async () => {
+    const b = await backend((s) => s.on('data', () => undefined));
+    const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
+    const idle = await proxy(lb, factory({ idleTimeoutMs: 100, halfCloseTimeoutMs: 0 }));
+    const c = await connectTcp(idle.port, idle.host);
+    const r = readToEnd(c);
+    c.write('x');
+    expect((await r).ended).toBe('ECONNRESET');
+    const half = await proxy(lb, factory({ halfCloseTimeoutMs: 100 }));
+    const h = await connectTcp(half.port, half.host);
+    const hr = readToEnd(h);
+    h.end('x'); // our FIN; the endpoint never answers
+    expect((await hr).ended).toBe('ECONNRESET');
+  });
+});
