@@ -17,6 +17,8 @@ export type { ConnectFn, DialOptions, TryConnectOptions } from './sockets/dial-e
 export { DialTimeoutError, tryConnectEndpoints } from './sockets/dial-endpoints.js';
 export type { ListeningSocket } from './sockets/listening-socket.js';
 export { LogLimiter } from './sockets/log-limiter.js';
+export type { NativeHelperBuild } from './sockets/native-build.js';
+export { buildNativeHelper } from './sockets/native-build.js';
 export type { ProxyProtocolEndpoint } from './sockets/proxy-protocol.js';
 export { encodeProxyHeader } from './sockets/proxy-protocol.js';
 export type { ResolvedProxySocketOptions } from './sockets/proxy-socket-options.js';
@@ -32,6 +34,7 @@ export type {
   StandaloneSocketContext,
 } from './sockets/socket-context.js';
 export { createServiceInfo, createSocketContext } from './sockets/socket-context.js';
+export { sourceRangeCheck } from './sockets/source-ranges.js';
 export { relayReadPathCounts } from './sockets/tcp-read-path.js';
 export type { TcpRelayOptions } from './sockets/tcp-relay.js';
 export { TcpRelay } from './sockets/tcp-relay.js';

@@ -6,11 +6,10 @@
  * A separate process rather than an N-API addon: no build step at install (pnpm blocks dependency
  * build scripts), no node-gyp or Node headers, and a fault in C cannot take the proxy down.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { buildNativeHelper } from '@userspace-proxy/core/sockets';
 import { SctpError } from './errors.js';
 
 /** The helper could not be built, started, or died: `detail` says which. */
@@ -75,7 +74,6 @@ export interface RawSocketHandle {
 }
 
 const SOURCE = fileURLToPath(new URL('../native/sctp-raw-helper.c', import.meta.url));
-const builds = new Map<string, Promise<string>>();
 
 /** Name of an errno number (`EPERM`), or the number. */
 export function errnoName(n: number): string {
@@ -84,51 +82,19 @@ export function errnoName(n: number): string {
 }
 
 /**
- * Compiles the helper once per source version (the file name carries a hash of the source), into a
- * temporary name renamed into place so concurrent builds never see half a binary.
+ * Compiles the helper once per source version (core's {@link buildNativeHelper}: the file name
+ * carries a hash of the source, and the binary is renamed into place so concurrent builds never see
+ * half a binary).
  */
 export function buildRawHelper(compiler = 'cc'): Promise<string> {
-  let source: Buffer;
-  try {
-    source = readFileSync(SOURCE);
-  } catch (cause) {
-    return Promise.reject(new SctpRawHelperError(`cannot read ${SOURCE}`, { cause }));
-  }
-  const hash = createHash('sha256').update(source).digest('hex').slice(0, 12);
-  const dir = fileURLToPath(new URL('../native/build/', import.meta.url));
-  const out = `${dir}sctp-raw-helper-${hash}`;
-  let p = builds.get(out);
-  if (p !== undefined) return p;
-  p = new Promise<string>((resolve, reject) => {
-    if (existsSync(out)) {
-      resolve(out);
-      return;
-    }
-    const tmp = `${out}.${randomBytes(4).toString('hex')}.tmp`;
-    try {
-      mkdirSync(dir, { recursive: true, mode: 0o755 });
-    } catch (cause) {
-      reject(new SctpRawHelperError(`cannot create ${dir}; give helperPath`, { cause }));
-      return;
-    }
-    execFile(compiler, ['-O2', '-o', tmp, SOURCE], { timeout: 60_000 }, (err, _o, stderr) => {
-      if (err) {
-        rmSync(tmp, { force: true });
-        reject(
-          new SctpRawHelperError(
-            `building with ${compiler} failed (${err.message.slice(0, 200)}): ${String(stderr).slice(0, 500)}`,
-            { cause: err },
-          ),
-        );
-        return;
-      }
-      renameSync(tmp, out);
-      resolve(out);
-    });
+  return buildNativeHelper({
+    source: SOURCE,
+    outDir: fileURLToPath(new URL('../native/build/', import.meta.url)),
+    name: 'sctp-raw-helper',
+    compiler,
+  }).catch((cause: unknown) => {
+    throw new SctpRawHelperError(cause instanceof Error ? cause.message : String(cause), { cause });
   });
-  builds.set(out, p);
-  p.catch(() => builds.delete(out));
-  return p;
 }
 
 function ipv4Bytes(address: string): Buffer {

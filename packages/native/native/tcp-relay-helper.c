@@ -1,0 +1,834 @@
+/*
+ * tcp-relay-helper: the native TCP data path of @userspace-proxy/native.
+ *
+ * Node decides (where to listen, which endpoint, when to give up); this process moves the bytes.
+ * N event-loop threads (default: online CPUs) each own an epoll set, their own SO_REUSEPORT
+ * listening socket per listener (so the kernel spreads accepts over the threads) and the
+ * connections they accepted. A connection is relayed both ways with splice(2) through a pipe per
+ * direction, made on the first byte; half-close, reset propagation and the idle / half-close
+ * timeouts follow core's TCP socket. The main thread reads Node's commands from stdin and hands
+ * them to the owning thread; every thread writes its events to stdout once per event-loop turn.
+ *
+ * Frames, both ways: u32 length (big-endian, of what follows), u8 type, body; integers big-endian,
+ * addresses as text (u8 length + bytes, inet_pton / inet_ntop form).
+ *
+ * Node -> helper
+ *   'S' set-limits     u32 maxConnections, u32 keepAliveMs, u32 idleTimeoutMs, u32 halfCloseTimeoutMs
+ *   'L' listen         u32 listener, u16 port, u32 backlog, addr          -> 'l'
+ *   'X' close-listener u32 listener
+ *   'D' dial           u64 conn, u32 attempt, u16 port, addr              -> 'd'
+ *   'K' cancel-dial    u64 conn, u32 attempt (the attempt is reset, even once connected)
+ *   'R' relay          u64 conn (after 'd' ok: Node's dial schedule took this endpoint)
+ *   'C' close          u64 conn, u8 reset (0: FIN, 1: RST)                -> 'c'
+ * helper -> Node
+ *   'H' hello          u32 threads, u32 maxConnections
+ *   'l' listening      u32 listener, i32 errno (0: ok), u16 bound port
+ *   'x' unlistened     u32 listener (every thread closed its socket of it)
+ *   'a' accepted       u64 conn, u32 listener, u16 client port, client addr
+ *   'r' refused        u32 listener, u8 reason (1: the helper's connection cap)
+ *   'e' accept-error   u32 listener, i32 errno (accepting paused with back-off)
+ *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected; relaying waits for 'R',
+ *                      so an attempt Node gave up on meanwhile is never relayed)
+ *   'c' closed         u64 conn, u64 bytes client->endpoint, u64 bytes endpoint->client, u8 how
+ *                      (how: 0 both sides done, 1 client reset, 2 endpoint reset, 3 closed by Node,
+ *                      4 reset by Node, 5 idle timeout, 6 half-close timeout, 7 local error)
+ * Every accepted connection gets exactly one 'c'. A connection id names its thread (low 6 bits),
+ * its slot and the slot's generation, so a late command for a closed connection is ignored.
+ *
+ * Built with: cc -O2 -Wall -Wextra -Werror -pthread
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_THREADS 64
+#define MAX_EVENTS 256
+#define ACCEPTS_PER_TURN 64
+#define PIPE_CHUNK (1 << 16)
+#define MAX_FRAME (1 << 16)
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+
+enum kind { K_LISTENER = 1, K_SIDE, K_WAKE };
+enum state { S_ACCEPTED, S_DIALING, S_CONNECTED, S_RELAY, S_CLOSED };
+enum how {
+  HOW_DONE = 0, HOW_CLIENT_RESET, HOW_ENDPOINT_RESET, HOW_NODE_CLOSE, HOW_NODE_RESET,
+  HOW_IDLE, HOW_HALF_CLOSE, HOW_ERROR
+};
+
+struct conn;
+struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
+struct dir { int pr, pw; uint32_t inpipe; int eof, shut; uint64_t bytes; };
+struct conn {
+  struct side s[2]; /* 0 client, 1 endpoint */
+  struct dir d[2];  /* 0 client->endpoint, 1 endpoint->client */
+  uint32_t slot, gen, attempt, lid;
+  int state;
+  int64_t last_ms;
+  struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
+};
+struct listener { int kind; int fd; uint32_t lid; struct listener *next; };
+struct cmd {
+  uint8_t type, reset;
+  int *left; /* 'X': threads still to close their socket; the last one says 'x' */
+  uint64_t conn;
+  uint32_t attempt, lid;
+  int fd;
+  struct sockaddr_storage sa;
+  socklen_t salen;
+};
+struct buf { unsigned char *p; size_t len, cap; };
+struct thread {
+  int index, ep, wake;
+  pthread_t tid;
+  pthread_mutex_t qlock;
+  struct cmd *q; size_t qlen, qcap;
+  struct conn **slots; uint32_t nslots, *free_slots, nfree;
+  struct listener *listeners;
+  struct conn *relaying;
+  struct conn *dead;         /* closed this turn, freed after it (later events may name them) */
+  struct listener *dead_listeners;
+  struct buf out;
+  int paused; int64_t resume_ms; int backoff_ms;
+  int kind_wake; /* epoll tag of the eventfd */
+};
+
+static struct thread threads[MAX_THREADS];
+static int nthreads;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int max_conns = 16384, keepalive_ms = 15000, idle_ms = 0, half_ms = 60000;
+static int open_conns;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "tcp-relay-helper: %s: %s\n", what, strerror(errno));
+  _exit(2);
+}
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n);
+  if (q == NULL) die("out of memory");
+  return q;
+}
+
+/* ---- output ---- */
+
+static void buf_reserve(struct buf *b, size_t n) {
+  if (b->len + n <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < b->len + n) cap *= 2;
+  b->p = xrealloc(b->p, cap);
+  b->cap = cap;
+}
+static void put8(struct buf *b, uint8_t v) { buf_reserve(b, 1); b->p[b->len++] = v; }
+static void put16(struct buf *b, uint16_t v) { put8(b, v >> 8); put8(b, v & 0xff); }
+static void put32(struct buf *b, uint32_t v) { put16(b, v >> 16); put16(b, v & 0xffff); }
+static void put64(struct buf *b, uint64_t v) { put32(b, v >> 32); put32(b, v & 0xffffffffu); }
+static size_t frame_begin(struct buf *b, uint8_t type) { size_t at = b->len; put32(b, 0); put8(b, type); return at; }
+static void frame_end(struct buf *b, size_t at) {
+  uint32_t n = (uint32_t)(b->len - at - 4);
+  b->p[at] = n >> 24; b->p[at + 1] = n >> 16; b->p[at + 2] = n >> 8; b->p[at + 3] = n;
+}
+static void put_addr(struct buf *b, const struct sockaddr_storage *sa) {
+  char text[INET6_ADDRSTRLEN] = "";
+  const void *a = sa->ss_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                                           : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+  if (inet_ntop(sa->ss_family, a, text, sizeof text) == NULL) text[0] = 0;
+  size_t n = strlen(text);
+  put8(b, (uint8_t)n);
+  buf_reserve(b, n);
+  memcpy(b->p + b->len, text, n);
+  b->len += n;
+}
+static uint16_t addr_port(const struct sockaddr_storage *sa) {
+  return ntohs(sa->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+                                         : ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+/* One write(2) (or a few, when the pipe is full) for everything a turn produced. */
+static void flush(struct buf *b) {
+  if (b->len == 0) return;
+  if (pthread_mutex_lock(&out_lock) != 0) die("lock");
+  size_t off = 0;
+  while (off < b->len) {
+    ssize_t n = write(1, b->p + off, b->len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0); /* Node is gone: so are we */
+    off += (size_t)n;
+  }
+  pthread_mutex_unlock(&out_lock);
+  b->len = 0;
+}
+
+/* ---- sockets ---- */
+
+static void set_keepalive(int fd) {
+  int ms = __atomic_load_n(&keepalive_ms, __ATOMIC_RELAXED);
+  if (ms <= 0) return;
+  int one = 1, idle = ms / 1000 > 0 ? ms / 1000 : 1, intvl = 1, cnt = 10;
+  /* Failures leave the socket usable without keep-alive, as libuv does. */
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+static void set_nodelay(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void close_fd(int fd, int reset) {
+  if (fd < 0) return;
+  if (reset) {
+    struct linger l = {1, 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
+  while (close(fd) < 0 && errno == EINTR) {}
+}
+
+static int parse_addr(const char *text, uint16_t port, struct sockaddr_storage *sa, socklen_t *len) {
+  memset(sa, 0, sizeof *sa);
+  struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
+  if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET; v4->sin_port = htons(port); *len = sizeof *v4; return 0;
+  }
+  if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6; v6->sin6_port = htons(port); *len = sizeof *v6; return 0;
+  }
+  return -1;
+}
+
+/* ---- connections ---- */
+
+static uint64_t conn_id(struct thread *t, struct conn *c) {
+  return ((uint64_t)c->gen << 32) | ((uint64_t)c->slot << 6) | (uint64_t)t->index;
+}
+
+static struct conn *find_conn(struct thread *t, uint64_t id) {
+  uint32_t slot = (uint32_t)(id & 0xffffffffu) >> 6, gen = (uint32_t)(id >> 32);
+  if (slot >= t->nslots) return NULL;
+  struct conn *c = t->slots[slot];
+  return c != NULL && c->gen == gen ? c : NULL;
+}
+
+/*
+ * Sets what epoll reports for one side. No interest removes the descriptor from the set: epoll
+ * reports EPOLLHUP whatever the mask, and a half-closed socket waiting on its peer would spin.
+ */
+static void watch(struct thread *t, struct side *s, uint32_t events) {
+  if (s->fd < 0 || s->events == events || (events == 0 && s->events == UINT32_MAX)) return;
+  if (events == 0) {
+    if (epoll_ctl(t->ep, EPOLL_CTL_DEL, s->fd, NULL) < 0) die("epoll_ctl");
+    s->events = UINT32_MAX;
+    return;
+  }
+  struct epoll_event ev = {.events = events, .data.ptr = s};
+  int op = s->events == UINT32_MAX ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+  if (epoll_ctl(t->ep, op, s->fd, &ev) < 0) die("epoll_ctl");
+  s->events = events;
+}
+
+static void unlink_relaying(struct thread *t, struct conn *c) {
+  if (c->prev) c->prev->next = c->next; else if (t->relaying == c) t->relaying = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->next = c->prev = NULL;
+}
+
+static void conn_close(struct thread *t, struct conn *c, int how, int reset_client, int reset_endpoint) {
+  struct buf *b = &t->out;
+  size_t at = frame_begin(b, 'c');
+  put64(b, conn_id(t, c));
+  put64(b, c->d[0].bytes);
+  put64(b, c->d[1].bytes);
+  put8(b, (uint8_t)how);
+  frame_end(b, at);
+  if (c->state == S_RELAY) unlink_relaying(t, c);
+  /* close(2) removes the descriptors from the epoll set */
+  close_fd(c->s[0].fd, reset_client);
+  close_fd(c->s[1].fd, reset_endpoint);
+  for (int i = 0; i < 2; i++) {
+    if (c->d[i].pr >= 0) close(c->d[i].pr);
+    if (c->d[i].pw >= 0) close(c->d[i].pw);
+  }
+  c->s[0].fd = c->s[1].fd = -1;
+  c->state = S_CLOSED;
+  t->slots[c->slot] = NULL;
+  t->free_slots[t->nfree++] = c->slot;
+  c->next = t->dead;
+  t->dead = c;
+  __atomic_sub_fetch(&open_conns, 1, __ATOMIC_RELAXED);
+}
+
+static struct conn *conn_new(struct thread *t, int fd, uint32_t lid) {
+  uint32_t slot;
+  if (t->nfree > 0) {
+    slot = t->free_slots[--t->nfree];
+  } else {
+    if (t->nslots >= (1u << 26)) return NULL;
+    uint32_t n = t->nslots ? t->nslots * 2 : 256;
+    t->slots = xrealloc(t->slots, n * sizeof *t->slots);
+    t->free_slots = xrealloc(t->free_slots, n * sizeof *t->free_slots);
+    for (uint32_t i = t->nslots; i < n; i++) t->slots[i] = NULL;
+    for (uint32_t i = n; i > t->nslots + 1; i--) t->free_slots[t->nfree++] = i - 1;
+    slot = t->nslots;
+    t->nslots = n;
+  }
+  struct conn *c = calloc(1, sizeof *c);
+  if (c == NULL) { t->free_slots[t->nfree++] = slot; return NULL; }
+  static __thread uint32_t gen;
+  c->gen = (++gen) & 0x1fffff; /* ids stay below 2^53: exact as JavaScript numbers */
+  c->slot = slot;
+  c->lid = lid;
+  c->state = S_ACCEPTED;
+  for (int i = 0; i < 2; i++) {
+    c->s[i] = (struct side){.kind = K_SIDE, .fd = -1, .events = UINT32_MAX, .index = i, .c = c};
+    c->d[i] = (struct dir){.pr = -1, .pw = -1};
+  }
+  c->s[0].fd = fd;
+  t->slots[slot] = c;
+  return c;
+}
+
+/*
+ * Moves what can be moved in direction i without blocking. Returns 0, or the how of a reset.
+ * A pipe holds at most what one splice read; the source is read only when the pipe is empty, so a
+ * slow receiver stops the sender by TCP flow control (never an unbounded buffer here).
+ */
+static int pump(struct conn *c, int i) {
+  struct dir *d = &c->d[i];
+  int src = c->s[i].fd, dst = c->s[1 - i].fd;
+  for (;;) {
+    if (d->inpipe > 0) {
+      ssize_t n = splice(d->pr, NULL, dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) { d->inpipe -= (uint32_t)n; d->bytes += (uint64_t)n; continue; }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return 0;
+      return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET; /* EPIPE, ECONNRESET: dst is gone */
+    }
+    if (d->eof) {
+      if (!d->shut) {
+        d->shut = 1;
+        if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET;
+      }
+      return 0;
+    }
+    if (d->pr < 0) {
+      int p[2];
+      if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) return HOW_ERROR;
+      d->pr = p[0]; d->pw = p[1];
+    }
+    ssize_t n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) { d->inpipe = (uint32_t)n; c->last_ms = now_ms(); continue; }
+    if (n == 0) { d->eof = 1; c->last_ms = now_ms(); continue; }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return 0;
+    return i == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET; /* ECONNRESET from src */
+  }
+}
+
+static void relay(struct thread *t, struct conn *c) {
+  for (int i = 0; i < 2; i++) {
+    int how = pump(c, i);
+    if (how != 0) {
+      /* the side that reset is gone; reset the other so its peer sees the cut, not an end */
+      conn_close(t, c, how, how == HOW_ENDPOINT_RESET || how == HOW_ERROR,
+                 how == HOW_CLIENT_RESET || how == HOW_ERROR);
+      return;
+    }
+  }
+  if (c->d[0].shut && c->d[1].shut) { conn_close(t, c, HOW_DONE, 0, 0); return; }
+  for (int fdi = 0; fdi < 2; fdi++) {
+    /* fd fdi is the source of direction fdi and the destination of direction 1 - fdi */
+    struct dir *out = &c->d[fdi], *in = &c->d[1 - fdi];
+    uint32_t ev = 0;
+    if (!out->eof && out->inpipe == 0) ev |= EPOLLIN;
+    if (in->inpipe > 0) ev |= EPOLLOUT;
+    watch(t, &c->s[fdi], ev);
+  }
+}
+
+static void reply_dialed(struct thread *t, struct conn *c, int err) {
+  struct buf *b = &t->out;
+  size_t at = frame_begin(b, 'd');
+  put64(b, conn_id(t, c));
+  put32(b, c->attempt);
+  put32(b, (uint32_t)err);
+  frame_end(b, at);
+}
+
+static void on_dialed(struct thread *t, struct conn *c) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  reply_dialed(t, c, err);
+  if (err != 0) {
+    close_fd(c->s[1].fd, 1);
+    c->s[1].fd = -1;
+    c->s[1].events = UINT32_MAX;
+    c->state = S_ACCEPTED;
+    return;
+  }
+  set_keepalive(c->s[1].fd);
+  c->state = S_CONNECTED;
+  watch(t, &c->s[1], 0);
+}
+
+static void start_relay(struct thread *t, struct conn *c) {
+  if (c->state != S_CONNECTED) return;
+  c->state = S_RELAY;
+  c->last_ms = now_ms();
+  c->next = t->relaying;
+  if (t->relaying) t->relaying->prev = c;
+  t->relaying = c;
+  relay(t, c);
+}
+
+static void dial(struct thread *t, struct conn *c, struct cmd *m) {
+  int err = 0;
+  if (c->state != S_ACCEPTED) return; /* Node dials one attempt at a time */
+  c->attempt = m->attempt;
+  int fd = socket(m->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno;
+  } else {
+    set_nodelay(fd);
+    if (connect(fd, (struct sockaddr *)&m->sa, m->salen) < 0 && errno != EINPROGRESS) err = errno;
+  }
+  if (err != 0) {
+    if (fd >= 0) close_fd(fd, 0);
+    reply_dialed(t, c, err);
+    return;
+  }
+  c->s[1].fd = fd;
+  c->s[1].events = UINT32_MAX;
+  c->state = S_DIALING;
+  watch(t, &c->s[1], EPOLLOUT);
+}
+
+/* ---- listeners and accept ---- */
+
+static void pause_accepting(struct thread *t, struct listener *l, int err) {
+  struct buf *b = &t->out;
+  size_t at = frame_begin(b, 'e');
+  put32(b, l->lid);
+  put32(b, (uint32_t)err);
+  frame_end(b, at);
+  t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_MIN_MS;
+  if (t->backoff_ms > BACKOFF_MAX_MS) t->backoff_ms = BACKOFF_MAX_MS;
+  t->paused = 1;
+  t->resume_ms = now_ms() + t->backoff_ms;
+  for (struct listener *x = t->listeners; x; x = x->next) {
+    struct epoll_event ev = {.events = 0, .data.ptr = x};
+    if (epoll_ctl(t->ep, EPOLL_CTL_MOD, x->fd, &ev) < 0) die("epoll_ctl");
+  }
+}
+
+static void resume_accepting(struct thread *t) {
+  t->paused = 0;
+  for (struct listener *x = t->listeners; x; x = x->next) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = x};
+    if (epoll_ctl(t->ep, EPOLL_CTL_MOD, x->fd, &ev) < 0) die("epoll_ctl");
+  }
+}
+
+static void on_accept(struct thread *t, struct listener *l) {
+  for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    int fd = accept4(l->fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pause_accepting(t, l, errno);
+        return;
+      }
+      return; /* other transient errors (EPROTO, EPERM by a firewall): next event */
+    }
+    t->backoff_ms = 0;
+    int cap = __atomic_load_n(&max_conns, __ATOMIC_RELAXED);
+    int total = __atomic_add_fetch(&open_conns, 1, __ATOMIC_RELAXED);
+    struct conn *c = cap > 0 && total > cap ? NULL : conn_new(t, fd, l->lid);
+    if (c == NULL) __atomic_sub_fetch(&open_conns, 1, __ATOMIC_RELAXED);
+    if (c == NULL) {
+      close_fd(fd, 1);
+      struct buf *b = &t->out;
+      size_t at = frame_begin(b, 'r');
+      put32(b, l->lid);
+      put8(b, 1);
+      frame_end(b, at);
+      continue;
+    }
+    struct buf *b = &t->out;
+    size_t at = frame_begin(b, 'a');
+    put64(b, conn_id(t, c));
+    put32(b, l->lid);
+    put16(b, addr_port(&sa));
+    put_addr(b, &sa);
+    frame_end(b, at);
+  }
+}
+
+/* ---- commands from the main thread ---- */
+
+static void run_cmd(struct thread *t, struct cmd *m) {
+  if (m->type == 'L') {
+    struct listener *l = calloc(1, sizeof *l);
+    if (l == NULL) { close(m->fd); return; }
+    l->kind = K_LISTENER; l->fd = m->fd; l->lid = m->lid;
+    struct epoll_event ev = {.events = t->paused ? 0 : EPOLLIN, .data.ptr = l};
+    if (epoll_ctl(t->ep, EPOLL_CTL_ADD, l->fd, &ev) < 0) die("epoll_ctl");
+    l->next = t->listeners;
+    t->listeners = l;
+    return;
+  }
+  if (m->type == 'X') {
+    for (struct listener **p = &t->listeners; *p; p = &(*p)->next) {
+      if ((*p)->lid != m->lid) continue;
+      struct listener *l = *p;
+      *p = l->next;
+      close(l->fd);
+      l->fd = -1;
+      l->next = t->dead_listeners;
+      t->dead_listeners = l;
+      break;
+    }
+    if (__atomic_sub_fetch(m->left, 1, __ATOMIC_ACQ_REL) == 0) {
+      free(m->left);
+      size_t at = frame_begin(&t->out, 'x');
+      put32(&t->out, m->lid);
+      frame_end(&t->out, at);
+    }
+    return;
+  }
+  struct conn *c = find_conn(t, m->conn);
+  if (c == NULL) return;
+  if (m->type == 'D') {
+    dial(t, c, m);
+  } else if (m->type == 'K') {
+    if ((c->state == S_DIALING || c->state == S_CONNECTED) && c->attempt == m->attempt) {
+      close_fd(c->s[1].fd, 1);
+      c->s[1].fd = -1;
+      c->s[1].events = UINT32_MAX;
+      c->state = S_ACCEPTED;
+    }
+  } else if (m->type == 'R') {
+    start_relay(t, c);
+  } else if (m->type == 'C') {
+    conn_close(t, c, m->reset ? HOW_NODE_RESET : HOW_NODE_CLOSE, m->reset, 1);
+  }
+}
+
+static void drain_queue(struct thread *t) {
+  uint64_t v;
+  while (read(t->wake, &v, sizeof v) < 0 && errno == EINTR) {}
+  for (;;) {
+    if (pthread_mutex_lock(&t->qlock) != 0) die("lock");
+    struct cmd *q = t->q;
+    size_t n = t->qlen;
+    t->q = NULL; t->qlen = 0; t->qcap = 0;
+    pthread_mutex_unlock(&t->qlock);
+    if (n == 0) { free(q); return; }
+    for (size_t i = 0; i < n; i++) run_cmd(t, &q[i]);
+    free(q);
+  }
+}
+
+static void sweep(struct thread *t, int64_t now) {
+  int idle = __atomic_load_n(&idle_ms, __ATOMIC_RELAXED), half = __atomic_load_n(&half_ms, __ATOMIC_RELAXED);
+  if (idle <= 0 && half <= 0) return;
+  for (struct conn *c = t->relaying, *next; c; c = next) {
+    next = c->next;
+    int64_t quiet = now - c->last_ms;
+    if (half > 0 && (c->d[0].eof || c->d[1].eof) && quiet >= half) conn_close(t, c, HOW_HALF_CLOSE, 1, 1);
+    else if (idle > 0 && quiet >= idle) conn_close(t, c, HOW_IDLE, 1, 1);
+  }
+}
+
+static void *loop(void *arg) {
+  struct thread *t = arg;
+  struct epoll_event evs[MAX_EVENTS];
+  int64_t next_sweep = now_ms() + 1000;
+  for (;;) {
+    int64_t now = now_ms();
+    int64_t wait = next_sweep - now;
+    if (t->paused && t->resume_ms - now < wait) wait = t->resume_ms - now;
+    if (wait < 0) wait = 0;
+    int n = epoll_wait(t->ep, evs, MAX_EVENTS, (int)wait);
+    if (n < 0 && errno != EINTR) die("epoll_wait");
+    for (int i = 0; i < n; i++) {
+      int kind = *(int *)evs[i].data.ptr;
+      if (kind == K_WAKE) {
+        drain_queue(t);
+      } else if (kind == K_LISTENER) {
+        struct listener *l = evs[i].data.ptr;
+        if (!t->paused && l->fd >= 0) on_accept(t, l);
+      }
+    }
+    /* Sides second: a command of this turn may have closed a connection an event names. */
+    for (int i = 0; i < n; i++) {
+      if (*(int *)evs[i].data.ptr != K_SIDE) continue;
+      struct side *s = evs[i].data.ptr;
+      struct conn *c = s->c;
+      if (c->state == S_CLOSED || s->fd < 0) continue;
+      if (c->state == S_DIALING && s->index == 1) {
+        on_dialed(t, c);
+      } else if (c->state == S_RELAY) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if ((evs[i].events & EPOLLERR) && getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
+          conn_close(t, c, s->index == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET, s->index == 1, s->index == 0);
+        else
+          relay(t, c);
+      } else {
+        watch(t, s, 0);
+      }
+    }
+    now = now_ms();
+    if (t->paused && now >= t->resume_ms) resume_accepting(t);
+    if (now >= next_sweep) { sweep(t, now); next_sweep = now + 1000; }
+    flush(&t->out);
+    while (t->dead) { struct conn *c = t->dead; t->dead = c->next; free(c); }
+    while (t->dead_listeners) { struct listener *l = t->dead_listeners; t->dead_listeners = l->next; free(l); }
+  }
+  return NULL;
+}
+
+/*
+ * Epoll events name a struct side or listener; one that closed earlier in the same turn could be
+ * named by a later event. Sides are checked against their slot; listeners and sides are freed only
+ * between turns (run_cmd runs from the wake event, before the side events of the turn), and a
+ * closed listener's descriptor left the set when it was closed, so no later turn names it.
+ */
+
+static void push(struct thread *t, struct cmd *m) {
+  if (pthread_mutex_lock(&t->qlock) != 0) die("lock");
+  if (t->qlen == t->qcap) {
+    t->qcap = t->qcap ? t->qcap * 2 : 64;
+    t->q = xrealloc(t->q, t->qcap * sizeof *t->q);
+  }
+  t->q[t->qlen++] = *m;
+  pthread_mutex_unlock(&t->qlock);
+}
+
+/* ---- the main thread: Node's commands ---- */
+
+static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+
+/* Reads an address (u8 length + text) at p, within end; -1 when malformed. */
+static int get_addr(const unsigned char *p, const unsigned char *end, uint16_t port,
+                    struct sockaddr_storage *sa, socklen_t *len) {
+  if (p >= end) return -1;
+  size_t n = p[0];
+  if (n == 0 || n >= INET6_ADDRSTRLEN || (size_t)(end - p - 1) < n) return -1;
+  char text[INET6_ADDRSTRLEN];
+  memcpy(text, p + 1, n);
+  text[n] = 0;
+  return parse_addr(text, port, sa, len);
+}
+
+static void reply_listening(uint32_t lid, int err, uint16_t port) {
+  struct buf b = {0};
+  size_t at = frame_begin(&b, 'l');
+  put32(&b, lid);
+  put32(&b, (uint32_t)err);
+  put16(&b, port);
+  frame_end(&b, at);
+  flush(&b);
+  free(b.p);
+}
+
+static int open_listener(struct sockaddr_storage *sa, socklen_t len, int backlog, int reuse) {
+  int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int one = 1, zero = 0;
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+      (reuse && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+      (sa->ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) < 0) ||
+      bind(fd, (struct sockaddr *)sa, len) < 0 || listen(fd, backlog) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  /* accepted sockets inherit these on Linux: set once here */
+  set_nodelay(fd);
+  set_keepalive(fd);
+  return fd;
+}
+
+static void do_listen(uint32_t lid, struct sockaddr_storage *sa, socklen_t len, int backlog) {
+  int fds[MAX_THREADS];
+  int n = 0, err = 0;
+  for (; n < nthreads; n++) {
+    int fd = open_listener(sa, len, backlog, nthreads > 1);
+    if (fd < 0) { err = -fd; break; }
+    fds[n] = fd;
+    if (n == 0) {
+      struct sockaddr_storage bound;
+      socklen_t bl = sizeof bound;
+      if (getsockname(fd, (struct sockaddr *)&bound, &bl) < 0) { err = errno; n++; break; }
+      /* port 0: the others join the port the first was given */
+      if (sa->ss_family == AF_INET6) ((struct sockaddr_in6 *)sa)->sin6_port = ((struct sockaddr_in6 *)&bound)->sin6_port;
+      else ((struct sockaddr_in *)sa)->sin_port = ((struct sockaddr_in *)&bound)->sin_port;
+    }
+  }
+  if (err != 0) {
+    for (int i = 0; i < n; i++) close(fds[i]);
+    reply_listening(lid, err, 0);
+    return;
+  }
+  for (int i = 0; i < nthreads; i++) {
+    struct cmd m = {.type = 'L', .lid = lid, .fd = fds[i]};
+    push(&threads[i], &m);
+    uint64_t one = 1;
+    if (write(threads[i].wake, &one, sizeof one) < 0 && errno != EAGAIN) die("eventfd");
+  }
+  reply_listening(lid, 0, addr_port(sa));
+}
+
+/* One frame from Node; malformed frames are reported on stderr and skipped. */
+static void command(const unsigned char *p, uint32_t n, int *touched) {
+  const unsigned char *end = p + n;
+  uint8_t type = p[0];
+  p++;
+  struct cmd m;
+  memset(&m, 0, sizeof m);
+  m.type = type;
+  if (type == 'S' && n >= 17) {
+    __atomic_store_n(&max_conns, (int)(get32(p) & 0x7fffffff), __ATOMIC_RELAXED);
+    __atomic_store_n(&keepalive_ms, (int)(get32(p + 4) & 0x7fffffff), __ATOMIC_RELAXED);
+    __atomic_store_n(&idle_ms, (int)(get32(p + 8) & 0x7fffffff), __ATOMIC_RELAXED);
+    __atomic_store_n(&half_ms, (int)(get32(p + 12) & 0x7fffffff), __ATOMIC_RELAXED);
+    return;
+  }
+  if (type == 'L' && n >= 12) {
+    uint32_t lid = get32(p);
+    uint16_t port = get16(p + 4);
+    uint32_t backlog = get32(p + 6);
+    if (get_addr(p + 10, end, port, &m.sa, &m.salen) < 0) { reply_listening(lid, EINVAL, 0); return; }
+    do_listen(lid, &m.sa, m.salen, backlog > 65535 ? 65535 : (int)backlog);
+    return;
+  }
+  if (type == 'X' && n >= 5) {
+    m.lid = get32(p);
+    m.left = malloc(sizeof *m.left);
+    if (m.left == NULL) die("out of memory");
+    *m.left = nthreads;
+    for (int i = 0; i < nthreads; i++) { push(&threads[i], &m); touched[i] = 1; }
+    return;
+  }
+  if ((type == 'D' && n >= 16) || (type == 'K' && n >= 13) || (type == 'C' && n >= 10) ||
+      (type == 'R' && n >= 9)) {
+    m.conn = get64(p);
+    int ti = (int)(m.conn & 63);
+    if (ti >= nthreads) return;
+    if (type == 'D') {
+      m.attempt = get32(p + 8);
+      if (get_addr(p + 14, end, get16(p + 12), &m.sa, &m.salen) < 0) {
+        m.type = 'C'; /* an endpoint Node could not have meant: close the client */
+        m.reset = 1;
+      }
+    } else if (type == 'K') {
+      m.attempt = get32(p + 8);
+    } else if (type == 'C') {
+      m.reset = p[8] != 0;
+    }
+    push(&threads[ti], &m);
+    touched[ti] = 1;
+    return;
+  }
+  fprintf(stderr, "tcp-relay-helper: malformed frame type %u length %u\n", type, n);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  nthreads = cpus > 0 ? (int)cpus : 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--threads") == 0) nthreads = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atoi(argv[i + 1]);
+  }
+  if (nthreads < 1) nthreads = 1;
+  if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
+  /* a relayed connection holds up to 6 descriptors (2 sockets, 2 pipes): ask for the hard limit */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  static int wake_kind = K_WAKE;
+  for (int i = 0; i < nthreads; i++) {
+    struct thread *t = &threads[i];
+    t->index = i;
+    t->ep = epoll_create1(EPOLL_CLOEXEC);
+    t->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->ep < 0 || t->wake < 0) die("epoll/eventfd");
+    if (pthread_mutex_init(&t->qlock, NULL) != 0) die("mutex");
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &wake_kind};
+    if (epoll_ctl(t->ep, EPOLL_CTL_ADD, t->wake, &ev) < 0) die("epoll_ctl");
+  }
+  for (int i = 0; i < nthreads; i++) {
+    if (pthread_create(&threads[i].tid, NULL, loop, &threads[i]) != 0) die("pthread_create");
+  }
+  {
+    struct buf b = {0};
+    size_t at = frame_begin(&b, 'H');
+    put32(&b, (uint32_t)nthreads);
+    put32(&b, (uint32_t)max_conns);
+    frame_end(&b, at);
+    flush(&b);
+    free(b.p);
+  }
+  unsigned char *in = malloc(MAX_FRAME * 2);
+  if (in == NULL) die("out of memory");
+  size_t have = 0;
+  int touched[MAX_THREADS];
+  for (;;) {
+    ssize_t n = read(0, in + have, MAX_FRAME * 2 - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0); /* Node closed our stdin or died: every socket goes with us */
+    have += (size_t)n;
+    memset(touched, 0, sizeof touched);
+    size_t off = 0;
+    while (have - off >= 4) {
+      uint32_t len = get32(in + off);
+      if (len == 0 || len > MAX_FRAME) {
+        fprintf(stderr, "tcp-relay-helper: frame length %u out of range\n", len);
+        _exit(3);
+      }
+      if (have - off - 4 < len) break;
+      command(in + off + 4, len, touched);
+      off += 4 + len;
+    }
+    memmove(in, in + off, have - off);
+    have -= off;
+    for (int i = 0; i < nthreads; i++) {
+      uint64_t one = 1;
+      if (touched[i] && write(threads[i].wake, &one, sizeof one) < 0 && errno != EAGAIN) die("eventfd");
+    }
+  }
+}

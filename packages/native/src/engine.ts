@@ -1,0 +1,399 @@
+/**
+ * One helper process per factory, shared by its sockets: starts it on the first socket, routes the
+ * helper's events to sockets (by listener id) and connections (by connection id), turns dial
+ * attempts into the `net.Socket`-shaped objects core's dial schedule drives, stops the helper when
+ * nothing uses it, and restarts it with back-off when it dies (its sockets listen again).
+ */
+import { EventEmitter, setMaxListeners } from 'node:events';
+import type net from 'node:net';
+import type { Logger } from '@userspace-proxy/core';
+import { errnoError, NativeHelperError } from './errors.js';
+import {
+  type CloseHow,
+  errnoName,
+  RelayHelper,
+  type RelayHelperEvents,
+  type RelayHelperOptions,
+  type RelayLimits,
+} from './relay-helper.js';
+
+/** What the engine needs of a socket. */
+export interface EngineSocket {
+  onAccepted(conn: NativeConnection): void;
+  onClosed(conn: NativeConnection, how: CloseHow): void;
+  onRefusedAtCap(): void;
+  onAcceptError(error: NodeJS.ErrnoException): void;
+  onHelperExit(error: NativeHelperError): void;
+  onRelisten(error: unknown): void;
+}
+
+/** Counters of one engine (one factory's helper). */
+export interface NativeTcpCounters {
+  /** Helper processes started (1 + restarts). */
+  helperStarts: number;
+  /** Helper processes that died without being asked to. */
+  helperExits: number;
+  /** Connections the helper accepted. */
+  accepted: number;
+  /** Connections closed at accept because the helper was at `maxHelperConnections`. */
+  refusedAtCap: number;
+  /** Accept errors (EMFILE…) after which a helper thread paused accepting. */
+  acceptErrors: number;
+}
+
+/** One accepted connection, as Node sees it: the bytes are the helper's. */
+export class NativeConnection {
+  readonly id: number;
+  readonly socket: EngineSocket;
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  readonly acceptedAt = performance.now();
+  state: 'new' | 'dialling' | 'relaying' | 'closed' = 'new';
+  endpoint = '';
+  bytesIn = 0;
+  bytesOut = 0;
+  /** The dial attempt in flight. */
+  pending: DialAttempt | undefined;
+  attempts = 0;
+
+  constructor(id: number, socket: EngineSocket, address: string, port: number) {
+    this.id = id;
+    this.socket = socket;
+    this.remoteAddress = address;
+    this.remotePort = port;
+  }
+}
+
+/**
+ * One dial attempt in the shape core's dial schedule drives (`tryConnectEndpoints` listens for
+ * 'connect' and 'error' and calls `destroy()` on a timeout): the helper connects, Node decides.
+ */
+export class DialAttempt extends EventEmitter {
+  destroyed = false;
+  #settled = false;
+  readonly #engine: NativeTcpEngine;
+  readonly conn: NativeConnection;
+  readonly attempt: number;
+
+  constructor(engine: NativeTcpEngine, conn: NativeConnection, attempt: number) {
+    super();
+    this.#engine = engine;
+    this.conn = conn;
+    this.attempt = attempt;
+  }
+
+  /** The schedule gave up on this attempt (timeout, abort): the helper resets it. */
+  destroy(): this {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    if (!this.#settled) {
+      this.#settled = true;
+      if (this.conn.pending === this) this.conn.pending = undefined;
+      this.#engine.cancel(this.conn, this.attempt);
+    }
+    return this;
+  }
+
+  /** @internal the helper's answer. */
+  settle(error: NodeJS.ErrnoException | undefined): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (this.conn.pending === this) this.conn.pending = undefined;
+    if (error === undefined) this.emit('connect');
+    else this.emit('error', error);
+  }
+}
+
+/** Options of the engine (withNativeTcp's, resolved). */
+export interface EngineOptions extends RelayHelperOptions {
+  readonly limits: RelayLimits;
+  /** First restart delay, ms, doubling up to 5 s. */
+  readonly restartBackoffMs: number;
+  readonly logger?: Logger;
+}
+
+const MAX_RESTART_DELAY_MS = 5000;
+
+/** See the module comment. */
+export class NativeTcpEngine implements RelayHelperEvents {
+  readonly counters: NativeTcpCounters = {
+    helperStarts: 0,
+    helperExits: 0,
+    accepted: 0,
+    refusedAtCap: 0,
+    acceptErrors: 0,
+  };
+  readonly #opts: EngineOptions;
+  #helper: RelayHelper | undefined;
+  #starting: Promise<RelayHelper> | undefined;
+  #stopping = new Set<RelayHelper>();
+  readonly #sockets = new Map<number, EngineSocket>();
+  /** Where each listener listens (its bound port once known), to listen again after a restart. */
+  readonly #where = new Map<number, { address: string; port: number; backlog: number }>();
+  readonly #conns = new Map<number, NativeConnection>();
+  #nextListener = 1;
+  #abort = NativeTcpEngine.#controller();
+  #restartDelay = 0;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  #logger: Logger | undefined;
+
+  /** Every dial in flight listens on it: no listener-count warning. */
+  static #controller(): AbortController {
+    const c = new AbortController();
+    setMaxListeners(0, c.signal);
+    return c;
+  }
+
+  constructor(opts: EngineOptions) {
+    this.#opts = opts;
+    this.#logger = opts.logger;
+  }
+
+  /** Aborted when the helper dies: every dial in flight ends at once. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** The running helper's process id. */
+  get helperPid(): number | undefined {
+    return this.#helper?.pid;
+  }
+
+  /** Threads the running helper has (0 when none runs). */
+  get helperThreads(): number {
+    return this.#helper?.threads ?? 0;
+  }
+
+  /** Connections the helper carries for every socket. */
+  get connections(): number {
+    return this.#conns.size;
+  }
+
+  async #ensure(logger: Logger): Promise<RelayHelper> {
+    this.#logger ??= logger;
+    if (this.#closed) throw new NativeHelperError('closed');
+    if (this.#helper !== undefined && !this.#helper.isExited) return this.#helper;
+    this.#starting ??= RelayHelper.start(this.#opts, this)
+      .then((h) => {
+        this.counters.helperStarts++;
+        this.#helper = h;
+        h.setLimits(this.#opts.limits);
+        return h;
+      })
+      .finally(() => {
+        this.#starting = undefined;
+      });
+    return this.#starting;
+  }
+
+  /** Listens for `socket`; resolves with its listener id and bound port. */
+  async listen(
+    socket: EngineSocket,
+    address: string,
+    port: number,
+    backlog: number,
+    logger: Logger,
+  ): Promise<{ listener: number; port: number }> {
+    const h = await this.#ensure(logger);
+    const listener = this.#nextListener++;
+    // Registered first: the first 'a' frame may come in the same chunk as the 'l'.
+    this.#sockets.set(listener, socket);
+    const r = await h.listen(listener, address, port, backlog);
+    if (r.errno !== 0) {
+      this.#sockets.delete(listener);
+      this.#where.delete(listener);
+      this.#stopIfIdle();
+      throw r.errno < 0
+        ? new NativeHelperError('exited while listening')
+        : errnoError('listen', errnoName(r.errno), `${address}:${port}`);
+    }
+    this.#where.set(listener, { address, port: r.port, backlog });
+    return { listener, port: r.port };
+  }
+
+  /** Stops a listener (resolves once it is closed); its connections carry on. */
+  async closeListener(listener: number): Promise<void> {
+    if (!this.#sockets.delete(listener)) return;
+    this.#where.delete(listener);
+    const h = this.#helper;
+    if (h !== undefined) await h.closeListener(listener);
+    this.#stopIfIdle();
+  }
+
+  /** One dial attempt of `conn` (core's ConnectFn). Throws when no helper runs. */
+  attempt(conn: NativeConnection, target: { host: string; port: number }): net.Socket {
+    const h = this.#helper;
+    if (h === undefined || h.isExited || conn.state === 'closed') {
+      throw new NativeHelperError('not running');
+    }
+    const attempt = new DialAttempt(this, conn, ++conn.attempts);
+    conn.pending = attempt;
+    conn.state = 'dialling';
+    h.dial(conn.id, attempt.attempt, target.host, target.port);
+    // The dial schedule uses on/removeListener/destroy only: an EventEmitter stands for the socket.
+    return attempt as unknown as net.Socket;
+  }
+
+  /** @internal a DialAttempt given up on. */
+  cancel(conn: NativeConnection, attempt: number): void {
+    if (conn.state !== 'closed') this.#helper?.cancel(conn.id, attempt);
+  }
+
+  /** The dial succeeded and the socket took it: the helper starts relaying. */
+  relay(conn: NativeConnection): void {
+    conn.state = 'relaying';
+    this.#helper?.relay(conn.id);
+  }
+
+  /** Closes a connection (RST both ways when `reset`); its `onClosed` follows. */
+  closeConnection(conn: NativeConnection, reset: boolean): void {
+    if (conn.state === 'closed') return;
+    this.#helper?.close(conn.id, reset);
+  }
+
+  /** Resets every connection of `socket`. */
+  abortAll(socket: EngineSocket): void {
+    for (const conn of this.#conns.values())
+      if (conn.socket === socket) this.closeConnection(conn, true);
+  }
+
+  /** Stops the helper (every connection it carries ends) and refuses new sockets. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#restartTimer);
+    const starting = this.#starting;
+    if (starting !== undefined) await starting.catch(() => undefined);
+    const h = this.#helper;
+    if (h === undefined || h.isExited) return;
+    await new Promise<void>((resolve) => {
+      this.#stopping.add(h);
+      this.#onStopped = resolve;
+      h.stop();
+    });
+  }
+
+  #onStopped: (() => void) | undefined;
+
+  #stopIfIdle(): void {
+    const h = this.#helper;
+    if (h === undefined || this.#sockets.size > 0 || this.#conns.size > 0) return;
+    this.#helper = undefined;
+    this.#stopping.add(h);
+    h.stop();
+  }
+
+  // ---- RelayHelperEvents ----
+
+  accepted(id: number, listener: number, address: string, port: number): void {
+    const socket = this.#sockets.get(listener);
+    this.counters.accepted++;
+    if (socket === undefined) {
+      this.#helper?.close(id, true); // a listener closed while this connection was queued
+      return;
+    }
+    const conn = new NativeConnection(id, socket, address, port);
+    this.#conns.set(id, conn);
+    socket.onAccepted(conn);
+  }
+
+  refused(listener: number): void {
+    this.counters.refusedAtCap++;
+    this.#sockets.get(listener)?.onRefusedAtCap();
+  }
+
+  acceptError(listener: number, errno: number): void {
+    this.counters.acceptErrors++;
+    this.#sockets.get(listener)?.onAcceptError(errnoError('accept', errnoName(errno), ''));
+  }
+
+  dialed(id: number, attempt: number, errno: number): void {
+    const conn = this.#conns.get(id);
+    const pending = conn?.pending;
+    if (conn === undefined || pending === undefined || pending.attempt !== attempt) return;
+    pending.settle(
+      errno === 0
+        ? undefined
+        : errnoError('connect', errnoName(errno), `(attempt ${attempt} of a native connection)`),
+    );
+  }
+
+  closed(id: number, bytesIn: number, bytesOut: number, how: CloseHow): void {
+    const conn = this.#conns.get(id);
+    if (conn === undefined) return;
+    this.#conns.delete(id);
+    this.#end(conn, bytesIn, bytesOut, how);
+    this.#stopIfIdle();
+  }
+
+  #end(conn: NativeConnection, bytesIn: number, bytesOut: number, how: CloseHow): void {
+    conn.bytesIn = bytesIn;
+    conn.bytesOut = bytesOut;
+    const pending = conn.pending;
+    conn.state = 'closed';
+    pending?.settle(errnoError('connect', 'ECONNRESET', '(the connection closed while dialling)'));
+    conn.socket.onClosed(conn, how);
+  }
+
+  exited(why: string): void {
+    // The helper that exited: the current one, unless it was stopped on purpose.
+    const intentional = [...this.#stopping].find((h) => h.isExited);
+    if (intentional !== undefined) {
+      this.#stopping.delete(intentional);
+      this.#onStopped?.();
+      this.#onStopped = undefined;
+      if (intentional !== this.#helper) return;
+    }
+    this.#helper = undefined;
+    this.#abort.abort(new NativeHelperError(why));
+    this.#abort = NativeTcpEngine.#controller();
+    const conns = [...this.#conns.values()];
+    this.#conns.clear();
+    for (const conn of conns) this.#end(conn, conn.bytesIn, conn.bytesOut, 'helper-exit');
+    if (intentional !== undefined || this.#closed) return;
+    this.counters.helperExits++;
+    const error = new NativeHelperError(`${why}; its listeners are down until it restarts`);
+    for (const socket of this.#sockets.values()) socket.onHelperExit(error);
+    this.#scheduleRestart();
+  }
+
+  #scheduleRestart(): void {
+    if (this.#closed || this.#sockets.size === 0) return;
+    this.#restartDelay = Math.min(
+      MAX_RESTART_DELAY_MS,
+      this.#restartDelay === 0 ? this.#opts.restartBackoffMs : this.#restartDelay * 2,
+    );
+    this.#logger?.warn(`restarting the native TCP helper in ${this.#restartDelay} ms`);
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => void this.#restart(), this.#restartDelay);
+  }
+
+  async #restart(): Promise<void> {
+    if (this.#closed || this.#sockets.size === 0) return;
+    let h: RelayHelper;
+    try {
+      h = await this.#ensure(this.#logger as Logger);
+    } catch (error) {
+      this.#logger?.error('the native TCP helper failed to restart', error);
+      this.#scheduleRestart();
+      return;
+    }
+    for (const [listener, socket] of this.#sockets) {
+      const where = this.#where.get(listener);
+      if (where === undefined) continue;
+      const r = await h.listen(listener, where.address, where.port, where.backlog);
+      if (h.isExited) return; // died again: its exit schedules the next restart
+      if (!this.#sockets.has(listener)) {
+        void h.closeListener(listener); // closed meanwhile
+        continue;
+      }
+      socket.onRelisten(
+        r.errno === 0
+          ? undefined
+          : errnoError('listen', errnoName(r.errno), `${where.address}:${where.port}`),
+      );
+    }
+    // A helper that came back and listens again resets the back-off on its next death.
+    this.#restartDelay = 0;
+  }
+}

@@ -1,0 +1,423 @@
+/**
+ * The native TCP proxy socket: the helper process accepts and relays (epoll, splice(2), every
+ * core); Node keeps every decision of core's TCP socket. Each accepted connection runs core's dial
+ * schedule (`tryConnectEndpoints`: the load balancer's pick, ClientIP affinity, per-attempt
+ * timeouts, the affinity reset after a failure) with a connect function that asks the helper to
+ * dial; per-socket connection limits, source ranges and refusals are checked here and published on
+ * the same diagnostics channels as the TCP socket's. Built on core's public surface only.
+ */
+import net from 'node:net';
+import {
+  type Addr,
+  createProxySocketFactory,
+  DEFAULT_PROXY_SOCKET_OPTIONS,
+  InvalidOptionError,
+  type Logger,
+  type ProxySocket,
+  type ProxySocketContext,
+  type ProxySocketFactory,
+  type ProxySocketOptions,
+  type ServiceInfo,
+  SocketOpenError,
+  servicePortNameString,
+} from '@userspace-proxy/core';
+import {
+  type ConnectionCloseMessage,
+  type ConnectionOpenMessage,
+  channels,
+  type RefusedMessage,
+} from '@userspace-proxy/core/diagnostics';
+import {
+  isNoEndpointsError,
+  joinHostPort,
+  LogLimiter,
+  PROXY_PROTOCOL_ANNOTATION,
+  refusalReason,
+  sourceRangeCheck,
+  tryConnectEndpoints,
+} from '@userspace-proxy/core/sockets';
+import {
+  type EngineSocket,
+  type NativeConnection,
+  type NativeTcpCounters,
+  NativeTcpEngine,
+} from './engine.js';
+import { type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import type { CloseHow, RelayHelperOptions } from './relay-helper.js';
+
+/** Core's socket options with their defaults filled in. */
+type SocketSettings = {
+  readonly [K in keyof ProxySocketOptions]-?: Exclude<ProxySocketOptions[K], undefined>;
+};
+
+/** Options of {@link withNativeTcp}. */
+export interface NativeTcpOptions extends ProxySocketOptions, RelayHelperOptions {
+  /**
+   * Connections one helper (one factory) carries at once, over all its sockets; further clients
+   * are reset at accept and counted as `connection-limit` refusals. Default 16 384 (a relayed
+   * connection holds up to six descriptors: two sockets, two pipes).
+   */
+  readonly maxHelperConnections?: number;
+  /** listen(2) backlog of each listening socket (one per helper thread). Default 511, as Node's. */
+  readonly backlog?: number;
+  /** First delay before a dead helper is restarted, ms; doubles up to 5 s. Default 100. */
+  readonly restartBackoffMs?: number;
+  /**
+   * Not supported: the native socket has no accept policy (holding needs the bytes in Node).
+   * Given, every TCP socket of the factory fails to open with ERR_NATIVE_UNSUPPORTED.
+   */
+  readonly acceptPolicy?: unknown;
+}
+
+/** What {@link withNativeTcp} returns: a factory, plus its helper's counters and shutdown. */
+export interface NativeTcpFactory extends ProxySocketFactory {
+  /** Counters of the factory's helper (restarts, accepts, refusals at the helper's cap). */
+  readonly counters: NativeTcpCounters;
+  /** The running helper's process id, undefined when none runs (it starts with the first socket). */
+  helperPid(): number | undefined;
+  /** Stops the helper (every connection it carries ends); later TCP sockets fail to open. */
+  close(): Promise<void>;
+}
+
+/** See the module comment. Made by {@link withNativeTcp}. */
+export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
+  readonly #ctx: ProxySocketContext;
+  readonly #engine: NativeTcpEngine;
+  readonly #listener: number;
+  readonly #addr: Addr;
+  readonly #opts: SocketSettings;
+  readonly #allowed: ((address: string | undefined) => boolean) | undefined;
+  readonly #log: Logger;
+  readonly #refusalLog = new LogLimiter();
+  readonly #name: string;
+  #info: ServiceInfo | undefined;
+  #pending: NativeConnection[] = [];
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #active = 0;
+  #idleWaiters: (() => void)[] = [];
+  #endLoop!: () => void;
+  readonly #loopDone = new Promise<void>((resolve) => {
+    this.#endLoop = resolve;
+  });
+
+  /** Opens the listener through the engine; see {@link withNativeTcp}. */
+  static async open(
+    ctx: ProxySocketContext,
+    engine: NativeTcpEngine,
+    opts: SocketSettings,
+    backlog: number,
+  ): Promise<NativeTcpProxySocket> {
+    if (ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined) {
+      throw new NativeUnsupportedError(
+        `the ${PROXY_PROTOCOL_ANNOTATION} annotation`,
+        'the helper writes no PROXY header; serve this Service with the default TCP socket',
+      );
+    }
+    const wanted = ctx.ip ?? '::';
+    let address = wanted;
+    let r: { listener: number; port: number };
+    const holder: { socket?: NativeTcpProxySocket } = {};
+    // The engine routes accepts to the socket as soon as it listens: a forwarder until it exists.
+    const early: NativeConnection[] = [];
+    const forwarder: EngineSocket = {
+      onAccepted: (c) => (holder.socket ? holder.socket.onAccepted(c) : early.push(c)),
+      onClosed: (c, how) => holder.socket?.onClosed(c, how),
+      onRefusedAtCap: () => holder.socket?.onRefusedAtCap(),
+      onAcceptError: (e) => holder.socket?.onAcceptError(e),
+      onHelperExit: (e) => holder.socket?.onHelperExit(e),
+      onRelisten: (e) => holder.socket?.onRelisten(e),
+    };
+    try {
+      r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (ctx.ip !== null || (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL')) throw error;
+      address = '0.0.0.0'; // no IPv6 on this host: every IPv4 address
+      r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
+    }
+    const socket = new NativeTcpProxySocket(ctx, engine, r.listener, address, r.port, opts);
+    holder.socket = socket;
+    for (const c of early) socket.onAccepted(c);
+    return socket;
+  }
+
+  private constructor(
+    ctx: ProxySocketContext,
+    engine: NativeTcpEngine,
+    listener: number,
+    address: string,
+    port: number,
+    opts: SocketSettings,
+  ) {
+    this.#ctx = ctx;
+    this.#engine = engine;
+    this.#listener = listener;
+    this.#addr = { address, port, family: net.isIPv6(address) ? 'IPv6' : 'IPv4' };
+    this.#opts = opts;
+    this.#allowed = sourceRangeCheck(ctx.allowedSources);
+    this.#log = ctx.logger;
+    this.#name = servicePortNameString(ctx.servicePort);
+  }
+
+  addr(): Addr {
+    return { ...this.#addr };
+  }
+
+  listenPort(): number {
+    return this.#ctx.port;
+  }
+
+  proxyLoop(info: ServiceInfo): Promise<void> {
+    if (this.#info !== undefined || this.#closed) return this.#loopDone;
+    this.#info = info;
+    const pending = this.#pending;
+    this.#pending = [];
+    for (const conn of pending) if (conn.state !== 'closed') this.#handle(conn);
+    return this.#loopDone;
+  }
+
+  close(): Promise<void> {
+    if (this.#closing !== undefined) return this.#closing;
+    this.#closed = true;
+    this.#closing = this.#engine.closeListener(this.#listener);
+    for (const conn of this.#pending) this.#engine.closeConnection(conn, false);
+    this.#pending = [];
+    this.#endLoop();
+    this.#checkIdle();
+    return this.#closing;
+  }
+
+  activeConnections(): number {
+    return this.#active;
+  }
+
+  idle(): Promise<void> {
+    if (this.#closed && this.#active === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  abortConnections(): void {
+    this.#engine.abortAll(this);
+  }
+
+  /** @internal EngineSocket */
+  onAccepted(conn: NativeConnection): void {
+    this.#active++;
+    if (this.#closed) {
+      this.#engine.closeConnection(conn, false);
+      return;
+    }
+    if (this.#info === undefined) {
+      // Accepted before proxyLoop: wait, as the TCP socket's queue does (bounded the same way).
+      if (this.#pending.length < 64) this.#pending.push(conn);
+      else this.#engine.closeConnection(conn, false);
+      return;
+    }
+    this.#handle(conn);
+  }
+
+  #handle(conn: NativeConnection): void {
+    if (this.#info?.isAlive() === false) {
+      this.#engine.closeConnection(conn, false);
+      void this.close();
+      return;
+    }
+    if (this.#allowed !== undefined && !this.#allowed(conn.remoteAddress)) {
+      this.#publishRefused('source-range');
+      this.#engine.closeConnection(conn, false);
+      return;
+    }
+    const max = this.#opts.maxConnections;
+    if (max > 0 && this.#active > max) {
+      this.#publishRefused('connection-limit');
+      this.#engine.closeConnection(conn, false);
+      return;
+    }
+    const engine = this.#engine;
+    tryConnectEndpoints(
+      this.#ctx.servicePort,
+      { address: conn.remoteAddress, port: conn.remotePort },
+      'TCP',
+      this.#ctx.loadBalancer,
+      {
+        timeoutsMs: this.#opts.dialTimeoutsMs,
+        logger: this.#log,
+        signal: engine.signal,
+        connect: (target) => {
+          conn.endpoint = joinHostPort(target.host, target.port);
+          return engine.attempt(conn, target);
+        },
+      },
+    ).then(
+      () => this.#dialed(conn),
+      (error: unknown) => this.#dialFailed(conn, error),
+    );
+  }
+
+  #dialed(conn: NativeConnection): void {
+    if (conn.state === 'closed') return;
+    this.#engine.relay(conn);
+    if (channels.connectionOpen.hasSubscribers) {
+      const message: ConnectionOpenMessage = {
+        service: this.#name,
+        protocol: 'TCP',
+        client: joinHostPort(conn.remoteAddress, conn.remotePort),
+        endpoint: conn.endpoint,
+      };
+      channels.connectionOpen.publish(message);
+    }
+  }
+
+  #dialFailed(conn: NativeConnection, error: unknown): void {
+    conn.endpoint = '';
+    if (conn.state === 'closed') return; // the helper died under it: already reported
+    this.#engine.closeConnection(conn, false);
+    this.#publishRefused(refusalReason(error));
+    const suppressed = this.#refusalLog.take();
+    if (suppressed < 0) return;
+    const more = suppressed > 0 ? ` (${suppressed} similar suppressed)` : '';
+    const cause =
+      error instanceof Error && error.cause !== undefined ? `: ${String(error.cause)}` : '';
+    const line = `failed to connect a client of ${this.#name} to an endpoint: ${String(error)}${cause}${more}`;
+    if (isNoEndpointsError(error)) this.#log.debug(line);
+    else this.#log.warn(line);
+  }
+
+  /** @internal EngineSocket */
+  onClosed(conn: NativeConnection, how: CloseHow): void {
+    if (conn.endpoint !== '' && how !== 'helper-exit' && channels.connectionClose.hasSubscribers) {
+      const message: ConnectionCloseMessage = {
+        service: this.#name,
+        protocol: 'TCP',
+        endpoint: conn.endpoint,
+        bytesIn: conn.bytesIn,
+        bytesOut: conn.bytesOut,
+        durationMs: performance.now() - conn.acceptedAt,
+      };
+      channels.connectionClose.publish(message);
+    }
+    this.#active--;
+    this.#checkIdle();
+  }
+
+  /** @internal EngineSocket */
+  onRefusedAtCap(): void {
+    this.#publishRefused('connection-limit', 'the native helper is at maxHelperConnections');
+  }
+
+  /** @internal EngineSocket */
+  onAcceptError(error: NodeJS.ErrnoException): void {
+    if (channels.acceptError.hasSubscribers) {
+      channels.acceptError.publish({ service: this.#name, protocol: 'TCP', error });
+    }
+    this.#log.warn(`accept failed on ${this.#describe()}: ${error.code}; pausing with back-off`);
+  }
+
+  /** @internal EngineSocket */
+  onHelperExit(error: NativeHelperError): void {
+    if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
+  }
+
+  /** @internal EngineSocket */
+  onRelisten(error: unknown): void {
+    if (this.#closed) return;
+    if (error === undefined) this.#log.info(`accepting again on ${this.#describe()}`);
+    else this.#log.error(`listening again on ${this.#describe()} failed`, error);
+  }
+
+  #describe(): string {
+    return `${joinHostPort(this.#addr.address, this.#addr.port)}/TCP (native)`;
+  }
+
+  #publishRefused(reason: RefusedMessage['reason'], detail?: string): void {
+    if (!channels.refused.hasSubscribers) return;
+    const message: RefusedMessage = { service: this.#name, protocol: 'TCP', reason };
+    if (detail !== undefined) message.detail = detail;
+    channels.refused.publish(message);
+  }
+
+  #checkIdle(): void {
+    if (!this.#closed || this.#active !== 0 || this.#idleWaiters.length === 0) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+/**
+ * Serves TCP through the native helper and everything else through `base`: one helper process per
+ * call, shared by its sockets, started with the first TCP socket and stopped when none is left.
+ * The options are core's socket options (dial schedule, per-socket `maxConnections`, keep-alive,
+ * idle and half-close timeouts) plus the helper's; see docs/native.md.
+ * @throws InvalidOptionError at once for a bad option.
+ */
+export function withNativeTcp(
+  base: ProxySocketFactory,
+  options: NativeTcpOptions = {},
+): NativeTcpFactory {
+  // Core's validation of its own options (throws InvalidOptionError naming the option).
+  createProxySocketFactory(options as ProxySocketOptions);
+  const opts = { ...DEFAULT_PROXY_SOCKET_OPTIONS } as SocketSettings;
+  for (const key of Object.keys(DEFAULT_PROXY_SOCKET_OPTIONS) as (keyof ProxySocketOptions)[]) {
+    if (options[key] !== undefined) (opts as Record<string, unknown>)[key] = options[key];
+  }
+  const count = (name: string, v: number | undefined, d: number, min: number): number => {
+    const n = v ?? d;
+    if (!Number.isSafeInteger(n) || n < min) {
+      throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(n)}`);
+    }
+    return n;
+  };
+  const maxHelperConnections = count(
+    'maxHelperConnections',
+    options.maxHelperConnections,
+    16_384,
+    1,
+  );
+  const backlog = count('backlog', options.backlog, 511, 1);
+  const restartBackoffMs = count('restartBackoffMs', options.restartBackoffMs, 100, 1);
+  if (options.threads !== undefined) count('threads', options.threads, 0, 0);
+  const engine = new NativeTcpEngine({
+    ...(options.helperPath !== undefined ? { helperPath: options.helperPath } : {}),
+    ...(options.compiler !== undefined ? { compiler: options.compiler } : {}),
+    ...(options.threads !== undefined ? { threads: options.threads } : {}),
+    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+    restartBackoffMs,
+    limits: {
+      maxConnections: maxHelperConnections,
+      keepAliveMs: opts.keepAliveMs,
+      idleTimeoutMs: opts.idleTimeoutMs,
+      halfCloseTimeoutMs: opts.halfCloseTimeoutMs,
+    },
+  });
+  const factory = async (ctx: ProxySocketContext): Promise<ProxySocket> => {
+    if (String(ctx.protocol).toUpperCase() !== 'TCP') return base(ctx);
+    const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/TCP`;
+    if (options.acceptPolicy !== undefined) {
+      throw new NativeUnsupportedError(
+        'acceptPolicy',
+        'holding and refusing need the bytes in Node',
+      );
+    }
+    if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
+      throw new SocketOpenError(what, { cause: new TypeError(`"${ctx.ip}" is not an IP address`) });
+    }
+    if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
+      throw new SocketOpenError(what, {
+        cause: new RangeError(`port ${ctx.port} is out of range`),
+      });
+    }
+    try {
+      return await NativeTcpProxySocket.open(ctx, engine, opts, backlog);
+    } catch (error) {
+      if (error instanceof NativeUnsupportedError) throw error;
+      throw new SocketOpenError(what, { cause: error });
+    }
+  };
+  return Object.assign(factory, {
+    counters: engine.counters,
+    helperPid: () => engine.helperPid,
+    close: () => engine.close(),
+  });
+}

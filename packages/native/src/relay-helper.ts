@@ -1,0 +1,349 @@
+/**
+ * The helper process and its frame protocol (documented in native/tcp-relay-helper.c and
+ * docs/native.md): length-prefixed frames over stdin/stdout, the frames of one tick written in one
+ * write, the helper's frames of one event-loop turn read in one chunk. This file knows the bytes;
+ * what they mean for sockets and connections is engine.ts's.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { buildNativeHelper } from '@userspace-proxy/core/sockets';
+import { NativeHelperError } from './errors.js';
+
+/** How the helper is found and run. */
+export interface RelayHelperOptions {
+  /** A prebuilt helper binary. Default: `native/tcp-relay-helper.c` compiled into `native/build/`. */
+  readonly helperPath?: string;
+  /** C compiler of the on-demand build. Default `cc`. */
+  readonly compiler?: string;
+  /** Event-loop threads of the helper. Default 0: one per online CPU. */
+  readonly threads?: number;
+  /** How long the helper may take to start and say hello, ms. Default 10 000. */
+  readonly startTimeoutMs?: number;
+}
+
+/** The limits a helper enforces (the 'S' frame). */
+export interface RelayLimits {
+  readonly maxConnections: number;
+  readonly keepAliveMs: number;
+  readonly idleTimeoutMs: number;
+  readonly halfCloseTimeoutMs: number;
+}
+
+/** How a relayed connection ended, from the helper's 'c' frame. */
+export const CLOSE_HOW = [
+  'done',
+  'client-reset',
+  'endpoint-reset',
+  'closed',
+  'reset',
+  'idle-timeout',
+  'half-close-timeout',
+  'error',
+] as const;
+/** One of {@link CLOSE_HOW}, or `helper-exit` when the helper died under the connection. */
+export type CloseHow = (typeof CLOSE_HOW)[number] | 'helper-exit';
+
+/** What the helper reports; engine.ts implements it. */
+export interface RelayHelperEvents {
+  accepted(conn: number, listener: number, address: string, port: number): void;
+  refused(listener: number): void;
+  acceptError(listener: number, errno: number): void;
+  dialed(conn: number, attempt: number, errno: number): void;
+  closed(conn: number, bytesIn: number, bytesOut: number, how: CloseHow): void;
+  exited(why: string): void;
+}
+
+const SOURCE = fileURLToPath(new URL('../native/tcp-relay-helper.c', import.meta.url));
+const FLAGS = ['-O2', '-Wall', '-Wextra', '-Werror', '-pthread'] as const;
+
+/** Compiles the helper once per source version (core's `buildNativeHelper`). */
+export function buildRelayHelper(compiler = 'cc'): Promise<string> {
+  return buildNativeHelper({
+    source: SOURCE,
+    outDir: fileURLToPath(new URL('../native/build/', import.meta.url)),
+    name: 'tcp-relay-helper',
+    compiler,
+    flags: FLAGS,
+  }).catch((cause: unknown) => {
+    throw new NativeHelperError(cause instanceof Error ? cause.message : String(cause), { cause });
+  });
+}
+
+/** Name of an errno number (`ECONNREFUSED`), or `errno N`. */
+export function errnoName(n: number): string {
+  for (const [name, v] of Object.entries(constants.errno)) if (v === n) return name;
+  return `errno ${n}`;
+}
+
+/** One running helper process; made by {@link RelayHelper.start}. */
+export class RelayHelper {
+  /** Worker threads the helper runs. */
+  threads = 0;
+  readonly #child: ChildProcess;
+  #events: RelayHelperEvents;
+  #carry: Buffer | undefined;
+  #out: Buffer[] = [];
+  #scheduled = false;
+  #exited = false;
+  #stderr = '';
+  #onHello: ((threads: number) => void) | undefined;
+  readonly #pendingListens = new Map<number, (errno: number, port: number) => void>();
+  readonly #pendingCloses = new Map<number, () => void>();
+
+  private constructor(child: ChildProcess, events: RelayHelperEvents) {
+    this.#child = child;
+    this.#events = events;
+    child.stdout?.on('data', (chunk: Buffer) => this.#onData(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.#stderr = (this.#stderr + chunk.toString()).slice(-2000);
+    });
+    // A dying helper can fail a pending write: 'exit' reports it; never an unhandled 'error'.
+    child.on('error', () => undefined);
+    child.stdin?.on('error', () => undefined);
+    child.stdout?.on('error', () => undefined);
+    child.once('exit', (code, signal) => {
+      this.#exited = true;
+      const why = `exited (${signal ?? code})${this.#stderr ? `: ${JSON.stringify(this.#stderr.slice(-300))}` : ''}`;
+      this.#onHello?.(-1);
+      for (const done of this.#pendingListens.values()) done(-1, 0);
+      this.#pendingListens.clear();
+      for (const done of this.#pendingCloses.values()) done();
+      this.#pendingCloses.clear();
+      this.#events.exited(why);
+    });
+  }
+
+  /** Builds (when needed) and starts a helper; resolves once it said hello. */
+  static async start(o: RelayHelperOptions, events: RelayHelperEvents): Promise<RelayHelper> {
+    const path = o.helperPath ?? (await buildRelayHelper(o.compiler));
+    const args = o.threads !== undefined && o.threads > 0 ? ['--threads', String(o.threads)] : [];
+    const child = spawn(path, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const h = new RelayHelper(child, events);
+    const timeoutMs = o.startTimeoutMs ?? 10_000;
+    const threads = await new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new NativeHelperError(`no hello within ${timeoutMs} ms`));
+      }, timeoutMs);
+      child.once('error', (cause) => {
+        clearTimeout(timer);
+        reject(new NativeHelperError(`cannot run ${path}: ${cause.message}`, { cause }));
+      });
+      h.#onHello = (n) => {
+        clearTimeout(timer);
+        h.#onHello = undefined;
+        resolve(n);
+      };
+    });
+    if (threads < 0)
+      throw new NativeHelperError(`exited before its hello: ${h.#stderr.slice(-300)}`);
+    h.threads = threads;
+    return h;
+  }
+
+  /** The helper's process id (tests kill it). */
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  /** True once the process is gone. */
+  get isExited(): boolean {
+    return this.#exited;
+  }
+
+  /** 'S': the limits every thread enforces from now on. */
+  setLimits(l: RelayLimits): void {
+    const f = this.#frame(0x53, 16);
+    f.writeUInt32BE(l.maxConnections >>> 0, 5);
+    f.writeUInt32BE(Math.min(l.keepAliveMs, 0x7fffffff) >>> 0, 9);
+    f.writeUInt32BE(Math.min(l.idleTimeoutMs, 0x7fffffff) >>> 0, 13);
+    f.writeUInt32BE(Math.min(l.halfCloseTimeoutMs, 0x7fffffff) >>> 0, 17);
+    this.#push(f);
+  }
+
+  /** 'L': listens on every thread; resolves with 0 and the bound port, or an errno (-1: exited). */
+  listen(
+    listener: number,
+    address: string,
+    port: number,
+    backlog: number,
+  ): Promise<{ errno: number; port: number }> {
+    if (this.#exited) return Promise.resolve({ errno: -1, port: 0 });
+    return new Promise((resolve) => {
+      this.#pendingListens.set(listener, (errno, bound) => resolve({ errno, port: bound }));
+      const a = Buffer.from(address, 'latin1');
+      const f = this.#frame(0x4c, 11 + a.length);
+      f.writeUInt32BE(listener, 5);
+      f.writeUInt16BE(port, 9);
+      f.writeUInt32BE(backlog, 11);
+      f[15] = a.length;
+      a.copy(f, 16);
+      this.#push(f);
+    });
+  }
+
+  /**
+   * 'X': closes a listener on every thread (its connections carry on); resolves once every
+   * thread's socket is closed ('x'), so a client that connects afterwards is refused.
+   */
+  closeListener(listener: number): Promise<void> {
+    if (this.#exited) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#pendingCloses.set(listener, resolve);
+      const f = this.#frame(0x58, 4);
+      f.writeUInt32BE(listener, 5);
+      this.#push(f);
+    });
+  }
+
+  /** 'D': one dial attempt of `conn`; answered by `dialed`. */
+  dial(conn: number, attempt: number, host: string, port: number): void {
+    const a = Buffer.from(host, 'latin1');
+    const f = this.#frame(0x44, 15 + a.length);
+    writeId(f, 5, conn);
+    f.writeUInt32BE(attempt, 13);
+    f.writeUInt16BE(port, 17);
+    f[19] = a.length;
+    a.copy(f, 20);
+    this.#push(f);
+  }
+
+  /** 'K': gives up on an attempt (its socket is reset); no answer. */
+  cancel(conn: number, attempt: number): void {
+    const f = this.#frame(0x4b, 12);
+    writeId(f, 5, conn);
+    f.writeUInt32BE(attempt, 13);
+    this.#push(f);
+  }
+
+  /** 'R': relay a connection whose dial succeeded. */
+  relay(conn: number): void {
+    const f = this.#frame(0x52, 8);
+    writeId(f, 5, conn);
+    this.#push(f);
+  }
+
+  /** 'C': closes a connection (with RST on both sides when `reset`); answered by `closed`. */
+  close(conn: number, reset: boolean): void {
+    const f = this.#frame(0x43, 9);
+    writeId(f, 5, conn);
+    f[13] = reset ? 1 : 0;
+    this.#push(f);
+  }
+
+  /** Stops the helper: its stdin closes, it exits, and every socket it holds goes with it. */
+  stop(): void {
+    if (this.#exited) return;
+    this.#flush();
+    this.#child.stdin?.end();
+    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 2000);
+    timer.unref();
+    this.#child.once('exit', () => clearTimeout(timer));
+  }
+
+  #frame(type: number, bodyLength: number): Buffer {
+    const f = Buffer.allocUnsafe(5 + bodyLength);
+    f.writeUInt32BE(1 + bodyLength, 0);
+    f[4] = type;
+    return f;
+  }
+
+  /** Queues a frame; the frames of one tick go out in one write. */
+  #push(frame: Buffer): void {
+    if (this.#exited) return;
+    this.#out.push(frame);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      process.nextTick(() => this.#flush());
+    }
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const stdin = this.#child.stdin;
+    const out = this.#out;
+    if (out.length === 0) return;
+    this.#out = [];
+    if (this.#exited || stdin === null || stdin.destroyed) return;
+    stdin.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out));
+  }
+
+  #onData(chunk: Buffer): void {
+    const b = this.#carry === undefined ? chunk : Buffer.concat([this.#carry, chunk]);
+    let off = 0;
+    while (b.length - off >= 5) {
+      const len = b.readUInt32BE(off);
+      if (b.length - off - 4 < len) break;
+      this.#onFrame(b, off + 4, len);
+      off += 4 + len;
+    }
+    this.#carry = off === b.length ? undefined : Buffer.from(b.subarray(off));
+  }
+
+  #onFrame(b: Buffer, off: number, len: number): void {
+    const e = this.#events;
+    switch (b[off]) {
+      case 0x61: // 'a' accepted
+        if (len >= 16) {
+          const n = b[off + 15] as number;
+          e.accepted(
+            readId(b, off + 1),
+            b.readUInt32BE(off + 9),
+            b.toString('latin1', off + 16, off + 16 + Math.min(n, len - 16)),
+            b.readUInt16BE(off + 13),
+          );
+        }
+        return;
+      case 0x64: // 'd' dialed
+        if (len >= 17)
+          e.dialed(readId(b, off + 1), b.readUInt32BE(off + 9), b.readInt32BE(off + 13));
+        return;
+      case 0x63: // 'c' closed
+        if (len >= 26) {
+          e.closed(
+            readId(b, off + 1),
+            readId(b, off + 9),
+            readId(b, off + 17),
+            CLOSE_HOW[b[off + 25] as number] ?? 'error',
+          );
+        }
+        return;
+      case 0x6c: // 'l' listening
+        if (len >= 11) {
+          const listener = b.readUInt32BE(off + 1);
+          const done = this.#pendingListens.get(listener);
+          this.#pendingListens.delete(listener);
+          done?.(b.readInt32BE(off + 5), b.readUInt16BE(off + 9));
+        }
+        return;
+      case 0x78: // 'x' unlistened
+        if (len >= 5) {
+          const listener = b.readUInt32BE(off + 1);
+          const done = this.#pendingCloses.get(listener);
+          this.#pendingCloses.delete(listener);
+          done?.();
+        }
+        return;
+      case 0x72: // 'r' refused at the helper's cap
+        if (len >= 6) e.refused(b.readUInt32BE(off + 1));
+        return;
+      case 0x65: // 'e' accept error
+        if (len >= 9) e.acceptError(b.readUInt32BE(off + 1), b.readInt32BE(off + 5));
+        return;
+      case 0x48: // 'H' hello
+        if (len >= 9) this.#onHello?.(b.readUInt32BE(off + 1));
+        return;
+    }
+  }
+}
+
+/** A u64 id as two u32 (ids stay below 2^53, so a number holds them exactly). */
+function writeId(f: Buffer, at: number, id: number): void {
+  f.writeUInt32BE(Math.floor(id / 0x1_0000_0000), at);
+  f.writeUInt32BE(id >>> 0, at + 4);
+}
+
+function readId(b: Buffer, at: number): number {
+  return b.readUInt32BE(at) * 0x1_0000_0000 + b.readUInt32BE(at + 4);
+}
