@@ -349,6 +349,13 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.sctpTransport',
   },
   {
+    flags: '--data-path <node|native>',
+    description:
+      'TCP data path: "node" relays in this process; "native" hands accepting and relaying to a C helper (splice(2), a thread per core) while the endpoint choice stays here: a C compiler on first use, --workers 1, and Services with the PROXY protocol annotation keep the Node socket. docs/native.md.',
+    shownDefault: 'node',
+    field: 'userspaceProxy.dataPath',
+  },
+  {
     flags: '--workers <n|auto>',
     description: `Data-path processes sharing the listening sockets; "auto" is one per core, at most ${MAX_AUTO_WORKERS}. 1 serves in one process. UDP, SCTP and idled Services stay in worker 1; redirect mode always uses 1. docs/operations.md.`,
     shownDefault: '1',

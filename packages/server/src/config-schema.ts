@@ -111,6 +111,13 @@ export interface UserspaceProxyConfiguration {
    * or packets are fragmented by IP or dropped on the way.
    */
   sctpMtu: number;
+  /**
+   * TCP data path: `node` (core's sockets, the default) or `native` (`@userspace-proxy/native`: a C
+   * helper process relays with splice(2) on every core, Node still picks the endpoints). Opt-in:
+   * needs a C compiler on first use; Services with the PROXY protocol annotation keep the Node
+   * socket. docs/native.md.
+   */
+  dataPath: 'node' | 'native';
   /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
   sctpTransport: 'udp' | 'raw';
   /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
@@ -255,6 +262,7 @@ export const configFileSchema = z.strictObject({
       sctpMaxAssociationsPerAddress: z.number().int().optional(),
       sctpMtu: z.number().int().optional(),
       sctpTransport: z.enum(['udp', 'raw']).optional(),
+      dataPath: z.enum(['node', 'native']).optional(),
       workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })
     .optional(),
@@ -283,6 +291,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   sctpMaxAssociationsPerAddress: 0,
   sctpMtu: 1500,
   sctpTransport: 'udp',
+  dataPath: 'node',
   workers: 1,
 });
 
@@ -393,6 +402,7 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
         ext.sctpMaxAssociationsPerAddress ?? DEFAULT_USERSPACE_PROXY.sctpMaxAssociationsPerAddress,
       sctpMtu: ext.sctpMtu ?? DEFAULT_USERSPACE_PROXY.sctpMtu,
       sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
+      dataPath: ext.dataPath ?? DEFAULT_USERSPACE_PROXY.dataPath,
       workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
     },
   };

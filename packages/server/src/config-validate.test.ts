@@ -22,6 +22,24 @@ describe('validateConfiguration', () => {
     expect(defaultConfiguration().userspaceProxy.sctpMaxAssociationsPerAddress).toBe(0);
   });
 
+  it('refuses DataPath native with more than one worker (its helper uses every core itself)', () => {
+    for (const workers of [2, 'auto'] as const) {
+      const errors = errorsOf((c) => {
+        c.userspaceProxy.dataPath = 'native';
+        c.userspaceProxy.workers = workers;
+      });
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toContain('Workers: Invalid value');
+      expect(errors[0]).toContain('DataPath "native"');
+    }
+    expect(
+      errorsOf((c) => {
+        c.userspaceProxy.dataPath = 'native';
+      }),
+    ).toEqual([]);
+    expect(defaultConfiguration().userspaceProxy.dataPath).toBe('node');
+  });
+
   it('refuses an SCTP MTU outside 576-65535 and defaults to 1500', () => {
     for (const mtu of [575, 65_536]) {
       const errors = errorsOf((c) => {

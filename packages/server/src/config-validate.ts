@@ -283,6 +283,15 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
   if (c.sctpMtu < 576 || c.sctpMtu > 65_535) {
     errs.push(invalid(`${path}.SCTPMTU`, num(c.sctpMtu), 'must be within 576-65535 (IP bytes)'));
   }
+  if (c.dataPath === 'native' && c.workers !== 1) {
+    errs.push(
+      invalid(
+        `${path}.Workers`,
+        c.workers === 'auto' ? str(c.workers) : num(c.workers),
+        'must be 1 with DataPath "native": its helper already uses every core',
+      ),
+    );
+  }
   if (c.workers !== 'auto' && (c.workers < 1 || c.workers > MAX_WORKERS)) {
     errs.push(invalid(`${path}.Workers`, num(c.workers), `must be "auto" or 1-${MAX_WORKERS}`));
   }

@@ -120,9 +120,11 @@ describe('--write-config-to and --config', () => {
     const defaults = new Map(
       leaves(defaultConfiguration()).map(([k, v]) => [k, JSON.stringify(v)]),
     );
+    // dataPath "native" needs workers 1, and this file sets 3: its round trip is the next test.
     const same = leaves(original).filter(
       ([path, value]) =>
-        !['apiVersion', 'kind'].includes(path) && defaults.get(path) === JSON.stringify(value),
+        !['apiVersion', 'kind', 'userspaceProxy.dataPath'].includes(path) &&
+        defaults.get(path) === JSON.stringify(value),
     );
     expect(same).toEqual([]);
 
@@ -140,6 +142,18 @@ describe('--write-config-to and --config', () => {
       userspaceProxy: { ...c.userspaceProxy, servicesFile: resolve(c.userspaceProxy.servicesFile) },
     });
     expect(norm(back)).toEqual(norm(original));
+  });
+
+  it('round-trips dataPath native (with one worker)', async () => {
+    const source = join(dir, 'native.yaml');
+    await writeFile(
+      source,
+      'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nuserspaceProxy:\n  dataPath: native\n',
+    );
+    expect((await readBack(source)).userspaceProxy.dataPath).toBe('native');
+    const out = join(dir, 'native-effective.yaml');
+    expect(await runCommand(['--config', source, '--write-config-to', out], quiet)).toBe(0);
+    expect((await readBack(out)).userspaceProxy.dataPath).toBe('native');
   });
 
   it('writes a --services-file given relative to the working directory so that --config finds it', async () => {

@@ -33,6 +33,7 @@ const GO_NAMES: Readonly<Record<string, string>> = {
   sctpMaxAssociationsPerAddress: 'SCTPMaxAssociationsPerAddress',
   sctpMtu: 'SCTPMTU',
   sctpTransport: 'SCTPTransport',
+  dataPath: 'DataPath',
   detectLocal: 'DetectLocal',
 };
 

@@ -6,7 +6,9 @@ import {
   type ProxierOptions,
   type ProxySocketFactory,
 } from '@userspace-proxy/core';
+import { PROXY_PROTOCOL_ANNOTATION } from '@userspace-proxy/core/sockets';
 import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
+import { type NativeTcpFactory, withNativeTcp } from '@userspace-proxy/native';
 import {
   createRawSctpEngine,
   createUserspaceSctpEngine,
@@ -63,11 +65,25 @@ export async function buildDaemonProxier(
     engine,
   };
   const withProtocols = (base: ProxySocketFactory): ProxySocketFactory => withSctp(base, sctp);
-  const main = await newCustomProxier(
-    options,
-    withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
-  );
-  if (!ext.idling) return { proxier: main, close: () => engine.close() };
+  const nodeSockets = createProxySocketFactory(options.proxySocket ?? {});
+  // --data-path native: the main proxier's TCP through the C helper. The idling proxier keeps
+  // Node's sockets (a held client's bytes are read in Node), and so does a Service that asks for a
+  // PROXY protocol header, which the helper does not write.
+  const native: NativeTcpFactory | undefined =
+    ext.dataPath === 'native' ? withNativeTcp(nodeSockets, options.proxySocket ?? {}) : undefined;
+  const tcp: ProxySocketFactory =
+    native === undefined
+      ? nodeSockets
+      : (ctx) =>
+          ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined
+            ? nodeSockets(ctx)
+            : native(ctx);
+  const closeSockets = async (): Promise<void> => {
+    await engine.close();
+    await native?.close();
+  };
+  const main = await newCustomProxier(options, withProtocols(tcp));
+  if (!ext.idling) return { proxier: main, close: closeSockets };
   const unidler = env.sources?.createUnidler?.();
   const idler = new Idler({
     maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
@@ -105,7 +121,7 @@ export async function buildDaemonProxier(
       closed ??= (async () => {
         idler.close();
         await unidler?.close();
-        await engine.close();
+        await closeSockets();
       })();
       return closed;
     },
