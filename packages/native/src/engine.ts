@@ -99,14 +99,20 @@ export class DialAttempt extends EventEmitter {
     if (this.#settled) return;
     this.#settled = true;
     if (this.conn.pending === this) this.conn.pending = undefined;
-    if (error === undefined) this.emit('connect');
-    else this.emit('error', error);
+    if (error === undefined) {
+      this.conn.state = 'relaying';
+      this.emit('connect');
+    } else {
+      this.emit('error', error);
+    }
   }
 }
 
 /** Options of the engine (withNativeTcp's, resolved). */
 export interface EngineOptions extends RelayHelperOptions {
   readonly limits: RelayLimits;
+  /** Timeout of each dial attempt, in order; the helper enforces them. */
+  readonly dialTimeoutsMs: readonly number[];
   /** First restart delay, ms, doubling up to 5 s. */
   readonly restartBackoffMs: number;
   readonly logger?: Logger;
@@ -230,7 +236,9 @@ export class NativeTcpEngine implements RelayHelperEvents {
     const attempt = new DialAttempt(this, conn, ++conn.attempts);
     conn.pending = attempt;
     conn.state = 'dialling';
-    h.dial(conn.id, attempt.attempt, target.host, target.port);
+    const timeouts = this.#opts.dialTimeoutsMs;
+    const timeoutMs = timeouts[Math.min(attempt.attempt, timeouts.length) - 1] ?? 0;
+    h.dial(conn.id, attempt.attempt, timeoutMs, target.host, target.port);
     // The dial schedule uses on/removeListener/destroy only: an EventEmitter stands for the socket.
     return attempt as unknown as net.Socket;
   }
@@ -238,12 +246,6 @@ export class NativeTcpEngine implements RelayHelperEvents {
   /** @internal a DialAttempt given up on. */
   cancel(conn: NativeConnection, attempt: number): void {
     if (conn.state !== 'closed') this.#helper?.cancel(conn.id, attempt);
-  }
-
-  /** The dial succeeded and the socket took it: the helper starts relaying. */
-  relay(conn: NativeConnection): void {
-    conn.state = 'relaying';
-    this.#helper?.relay(conn.id);
   }
 
   /** Closes a connection (RST both ways when `reset`); its `onClosed` follows. */

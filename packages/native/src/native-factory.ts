@@ -87,6 +87,7 @@ export function withNativeTcp(
     ...(options.threads !== undefined ? { threads: options.threads } : {}),
     ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
     restartBackoffMs,
+    dialTimeoutsMs: opts.dialTimeoutsMs,
     limits: {
       maxConnections: maxHelperConnections,
       keepAliveMs: opts.keepAliveMs,

@@ -40,6 +40,24 @@ export type SocketSettings = {
   readonly [K in keyof ProxySocketOptions]-?: Exclude<ProxySocketOptions[K], undefined>;
 };
 
+/**
+ * The helper times each dial attempt out itself (precisely, whatever Node's event loop is doing),
+ * so Node's own timer runs this much later, as a safety net for a helper that stopped answering.
+ * Were Node's timer first, it would cancel an attempt the helper may have connected meanwhile.
+ */
+const NODE_DIAL_GRACE_MS = 1000;
+
+const nodeTimeoutsCache = new WeakMap<readonly number[], readonly number[]>();
+
+function nodeTimeouts(timeouts: readonly number[]): readonly number[] {
+  let t = nodeTimeoutsCache.get(timeouts);
+  if (t === undefined) {
+    t = Object.freeze(timeouts.map((ms) => ms + NODE_DIAL_GRACE_MS));
+    nodeTimeoutsCache.set(timeouts, t);
+  }
+  return t;
+}
+
 /** See the module comment. Made by {@link withNativeTcp}. */
 export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   readonly #ctx: ProxySocketContext;
@@ -51,6 +69,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   readonly #log: Logger;
   readonly #refusalLog = new LogLimiter();
   readonly #name: string;
+  /** The dial schedule's timers in Node: the helper's timeouts plus a grace (a safety net). */
+  readonly #nodeTimeoutsMs: readonly number[];
   #info: ServiceInfo | undefined;
   #pending: NativeConnection[] = [];
   #closed = false;
@@ -119,6 +139,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     this.#allowed = sourceRangeCheck(ctx.allowedSources);
     this.#log = ctx.logger;
     this.#name = servicePortNameString(ctx.servicePort);
+    this.#nodeTimeoutsMs = nodeTimeouts(opts.dialTimeoutsMs);
   }
 
   addr(): Addr {
@@ -202,7 +223,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       'TCP',
       this.#ctx.loadBalancer,
       {
-        timeoutsMs: this.#opts.dialTimeoutsMs,
+        timeoutsMs: this.#nodeTimeoutsMs,
         logger: this.#log,
         signal: engine.signal,
         connect: (target) => {
@@ -218,7 +239,6 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   #dialed(conn: NativeConnection): void {
     if (conn.state === 'closed') return;
-    this.#engine.relay(conn);
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
         service: this.#name,
