@@ -75,7 +75,13 @@ enum how {
 
 struct conn;
 struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
-struct dir { int pr, pw; uint32_t inpipe; int eof, shut; uint64_t bytes; };
+/*
+ * One direction. It starts copying (read(2) into the thread's buffer, write(2) out): a short
+ * connection then needs no pipe. A read that fills the whole buffer means bulk, and the direction
+ * switches to splice(2) through a pipe of its own. `inpipe` is what was read and not yet written:
+ * in the pipe, or (copying) in `pend`, a copy made only when the receiver could not take it all.
+ */
+struct dir { int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes; };
 struct conn {
   struct side s[2]; /* 0 client, 1 endpoint */
   struct dir d[2];  /* 0 client->endpoint, 1 endpoint->client */
@@ -110,6 +116,7 @@ struct thread {
   struct buf out;
   int paused; int64_t resume_ms; int backoff_ms;
   int cmd_fd;                   /* Node's commands for this thread's connections */
+  unsigned char *tbuf;          /* PIPE_CHUNK bytes: the copy buffer of every direction copying */
   unsigned char *cin; size_t cin_have;
   struct deadline *heap; size_t hlen, hcap; /* dial deadlines, a min-heap */
 };
@@ -277,6 +284,7 @@ static void conn_close(struct thread *t, struct conn *c, int how, int reset_clie
   for (int i = 0; i < 2; i++) {
     if (c->d[i].pr >= 0) close(c->d[i].pr);
     if (c->d[i].pw >= 0) close(c->d[i].pw);
+    free(c->d[i].pend);
   }
   c->s[0].fd = c->s[1].fd = -1;
   c->state = S_CLOSED;
@@ -319,44 +327,78 @@ static struct conn *conn_new(struct thread *t, int fd, uint32_t lid) {
 
 /*
  * Moves what can be moved in direction i without blocking. Returns 0, or the how of a reset.
- * A pipe holds at most what one splice read; the source is read only when the pipe is empty, so a
- * slow receiver stops the sender by TCP flow control (never an unbounded buffer here).
+ * The source is read only when nothing read before is waiting, so a slow receiver stops the
+ * sender by TCP flow control; a direction holds at most one pipe (splicing) or PIPE_CHUNK bytes
+ * (copying), never an unbounded buffer. A read shorter than asked for means the socket is drained
+ * for now: the direction waits for epoll rather than asking again for an EAGAIN.
  */
-static int pump(struct conn *c, int i) {
+static int pump(struct thread *t, struct conn *c, int i) {
   struct dir *d = &c->d[i];
   int src = c->s[i].fd, dst = c->s[1 - i].fd;
+  int gone_dst = i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET;
+  int gone_src = i == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET;
+  int drained = 0;
   for (;;) {
     if (d->inpipe > 0) {
-      ssize_t n = splice(d->pr, NULL, dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) { d->inpipe -= (uint32_t)n; d->bytes += (uint64_t)n; continue; }
+      ssize_t n = d->pr >= 0
+                      ? splice(d->pr, NULL, dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+                      : write(dst, d->pend + d->pend_off, d->inpipe);
+      if (n > 0) {
+        d->inpipe -= (uint32_t)n;
+        d->bytes += (uint64_t)n;
+        if (d->pr < 0) d->pend_off += (uint32_t)n;
+        if (d->inpipe == 0 && d->pend != NULL) { free(d->pend); d->pend = NULL; }
+        continue;
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) return 0;
-      return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET; /* EPIPE, ECONNRESET: dst is gone */
+      return gone_dst; /* EPIPE, ECONNRESET: dst is gone */
     }
     if (d->eof) {
       if (!d->shut) {
         d->shut = 1;
-        if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET;
+        if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return gone_dst;
       }
       return 0;
     }
-    if (d->pr < 0) {
-      int p[2];
-      if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) return HOW_ERROR;
-      d->pr = p[0]; d->pw = p[1];
+    if (drained) return 0;
+    ssize_t n;
+    if (d->pr >= 0) {
+      n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) { d->inpipe = (uint32_t)n; drained = n < PIPE_CHUNK; c->last_ms = now_ms(); continue; }
+    } else {
+      n = read(src, t->tbuf, PIPE_CHUNK);
+      if (n > 0) {
+        c->last_ms = now_ms();
+        ssize_t w = write(dst, t->tbuf, (size_t)n);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) return gone_dst;
+        if (w < 0) w = 0;
+        d->bytes += (uint64_t)w;
+        if (w < n) {
+          d->pend = malloc((size_t)(n - w));
+          if (d->pend == NULL) return HOW_ERROR;
+          memcpy(d->pend, t->tbuf + w, (size_t)(n - w));
+          d->pend_off = 0;
+          d->inpipe = (uint32_t)(n - w);
+          return 0; /* wait for the receiver */
+        }
+        if (n < PIPE_CHUNK) return 0;
+        /* a full buffer: bulk from now on, through a pipe (copying goes on if none can be made) */
+        int p[2];
+        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) { d->pr = p[0]; d->pw = p[1]; }
+        continue;
+      }
     }
-    ssize_t n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe = (uint32_t)n; c->last_ms = now_ms(); continue; }
     if (n == 0) { d->eof = 1; c->last_ms = now_ms(); continue; }
     if (errno == EINTR) continue;
     if (errno == EAGAIN) return 0;
-    return i == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET; /* ECONNRESET from src */
+    return gone_src; /* ECONNRESET from src */
   }
 }
 
 static void relay(struct thread *t, struct conn *c) {
   for (int i = 0; i < 2; i++) {
-    int how = pump(c, i);
+    int how = pump(t, c, i);
     if (how != 0) {
       /* the side that reset is gone; reset the other so its peer sees the cut, not an end */
       conn_close(t, c, how, how == HOW_ENDPOINT_RESET || how == HOW_ERROR,
@@ -647,8 +689,10 @@ static void read_commands(struct thread *t) {
       conn_command(t, t->cin + off + 4, len);
       off += 4 + len;
     }
+    size_t space = MAX_FRAME * 2 - t->cin_have;
     memmove(t->cin, t->cin + off, t->cin_have - off);
     t->cin_have -= off;
+    if (space > 0) return; /* a short read: the pipe is empty for now (epoll says when not) */
   }
 }
 
@@ -870,7 +914,8 @@ int main(int argc, char **argv) {
     if (fl < 0 || fcntl(t->cmd_fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(t->cmd_fd, F_SETFD, FD_CLOEXEC) < 0)
       die("command pipe (descriptor 3 + thread)");
     t->cin = malloc(MAX_FRAME * 2);
-    if (t->cin == NULL) die("out of memory");
+    t->tbuf = malloc(PIPE_CHUNK);
+    if (t->cin == NULL || t->tbuf == NULL) die("out of memory");
     struct epoll_event cev = {.events = EPOLLIN, .data.ptr = &cmd_kind};
     if (epoll_ctl(t->ep, EPOLL_CTL_ADD, t->cmd_fd, &cev) < 0) die("epoll_ctl");
   }
