@@ -17,6 +17,9 @@ import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.j
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
 
+/** The helper is compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
+const HAS_CC = spawnSync('cc', ['--version']).status === 0;
+
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const f of cleanup.splice(0).reverse()) await f();
@@ -89,7 +92,7 @@ function recordRefusals(): string[] {
   return reasons;
 }
 
-describe('NativeTcpProxySocket', () => {
+describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
   it('relays small and large payloads both ways, checksummed, and counts the bytes', async () => {
     const b = await backend();
     const closes: Array<{ bytesIn: number; bytesOut: number }> = [];
@@ -300,7 +303,7 @@ describe('NativeTcpProxySocket', () => {
   });
 });
 
-describe('NativeTcpProxySocket timeouts', () => {
+describe.skipIf(!HAS_CC)('NativeTcpProxySocket timeouts', () => {
   it('resets a connection idle for idleTimeoutMs, and a half-closed one after halfCloseTimeoutMs', async () => {
     const b = await backend((s) => s.on('data', () => undefined));
     const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
@@ -349,7 +352,7 @@ async function blackholed(ip: string): Promise<string> {
   return `${ip}:${port}`;
 }
 
-describe.skipIf(!HAS_PYTHON)('NativeTcpProxySocket dial timeouts', () => {
+describe.skipIf(!HAS_PYTHON || !HAS_CC)('NativeTcpProxySocket dial timeouts', () => {
   it("times a blackholed attempt out in the helper, on the schedule's first timeout, and dials the next endpoint", async () => {
     const hole = await blackholed(randomLoopback());
     const b = await backend();

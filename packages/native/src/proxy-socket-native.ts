@@ -31,8 +31,9 @@ import {
   sourceRangeCheck,
   tryConnectEndpoints,
 } from '@userspace-proxy/core/sockets';
-import type { EngineSocket, NativeConnection, NativeTcpEngine } from './engine.js';
+import type { NativeTcpEngine } from './engine.js';
 import { type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import type { EngineSocket, NativeConnection } from './native-connection.js';
 import type { CloseHow } from './relay-helper.js';
 
 /** Core's socket options with their defaults filled in. */
