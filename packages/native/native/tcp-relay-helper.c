@@ -6,19 +6,21 @@
  * listening socket per listener (so the kernel spreads accepts over the threads) and the
  * connections they accepted. A connection is relayed both ways with splice(2) through a pipe per
  * direction, made on the first byte; half-close, reset propagation and the idle / half-close
- * timeouts follow core's TCP socket. The main thread reads Node's commands from stdin and hands
- * them to the owning thread; every thread writes its events to stdout once per event-loop turn.
+ * timeouts follow core's TCP socket. The main thread reads Node's listener commands from stdin
+ * and hands them to the threads; each thread reads the commands for its own connections from a
+ * pipe of its own (descriptor 3 + thread index), so a dial costs no hop between threads. Every
+ * thread writes its events to stdout once per event-loop turn.
  *
  * Frames, both ways: u32 length (big-endian, of what follows), u8 type, body; integers big-endian,
  * addresses as text (u8 length + bytes, inet_pton / inet_ntop form).
  *
- * Node -> helper
+ * Node -> helper, on stdin
  *   'S' set-limits     u32 maxConnections, u32 keepAliveMs, u32 idleTimeoutMs, u32 halfCloseTimeoutMs
  *   'L' listen         u32 listener, u16 port, u32 backlog, addr          -> 'l'
- *   'X' close-listener u32 listener
- *   'D' dial           u64 conn, u32 attempt, u16 port, addr              -> 'd'
- *   'K' cancel-dial    u64 conn, u32 attempt (the attempt is reset, even once connected)
- *   'R' relay          u64 conn (after 'd' ok: Node's dial schedule took this endpoint)
+ *   'X' close-listener u32 listener                                        -> 'x'
+ * Node -> helper, on the pipe of the connection's thread (the low 6 bits of its id)
+ *   'D' dial           u64 conn, u32 attempt, u32 timeoutMs, u16 port, addr -> 'd'
+ *   'K' cancel         u64 conn, u32 attempt (the attempt is reset; once relaying, the connection)
  *   'C' close          u64 conn, u8 reset (0: FIN, 1: RST)                -> 'c'
  * helper -> Node
  *   'H' hello          u32 threads, u32 maxConnections
@@ -27,8 +29,8 @@
  *   'a' accepted       u64 conn, u32 listener, u16 client port, client addr
  *   'r' refused        u32 listener, u8 reason (1: the helper's connection cap)
  *   'e' accept-error   u32 listener, i32 errno (accepting paused with back-off)
- *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected; relaying waits for 'R',
- *                      so an attempt Node gave up on meanwhile is never relayed)
+ *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected and relaying; ETIMEDOUT
+ *                      when the attempt's timeoutMs passed first)
  *   'c' closed         u64 conn, u64 bytes client->endpoint, u64 bytes endpoint->client, u8 how
  *                      (how: 0 both sides done, 1 client reset, 2 endpoint reset, 3 closed by Node,
  *                      4 reset by Node, 5 idle timeout, 6 half-close timeout, 7 local error)
@@ -64,8 +66,8 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
-enum kind { K_LISTENER = 1, K_SIDE, K_WAKE };
-enum state { S_ACCEPTED, S_DIALING, S_CONNECTED, S_RELAY, S_CLOSED };
+enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
+enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED };
 enum how {
   HOW_DONE = 0, HOW_CLIENT_RESET, HOW_ENDPOINT_RESET, HOW_NODE_CLOSE, HOW_NODE_RESET,
   HOW_IDLE, HOW_HALF_CLOSE, HOW_ERROR
@@ -73,7 +75,13 @@ enum how {
 
 struct conn;
 struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
-struct dir { int pr, pw; uint32_t inpipe; int eof, shut; uint64_t bytes; };
+/*
+ * One direction. It starts copying (read(2) into the thread's buffer, write(2) out): a short
+ * connection then needs no pipe. A read that fills the whole buffer means bulk, and the direction
+ * switches to splice(2) through a pipe of its own. `inpipe` is what was read and not yet written:
+ * in the pipe, or (copying) in `pend`, a copy made only when the receiver could not take it all.
+ */
+struct dir { int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes; };
 struct conn {
   struct side s[2]; /* 0 client, 1 endpoint */
   struct dir d[2];  /* 0 client->endpoint, 1 endpoint->client */
@@ -87,12 +95,14 @@ struct cmd {
   uint8_t type, reset;
   int *left; /* 'X': threads still to close their socket; the last one says 'x' */
   uint64_t conn;
-  uint32_t attempt, lid;
+  uint32_t attempt, lid, timeout_ms;
   int fd;
   struct sockaddr_storage sa;
   socklen_t salen;
 };
 struct buf { unsigned char *p; size_t len, cap; };
+/* A dial's deadline; stale entries (the dial ended) are skipped when they come up. */
+struct deadline { int64_t at; uint64_t id; uint32_t attempt; };
 struct thread {
   int index, ep, wake;
   pthread_t tid;
@@ -105,7 +115,10 @@ struct thread {
   struct listener *dead_listeners;
   struct buf out;
   int paused; int64_t resume_ms; int backoff_ms;
-  int kind_wake; /* epoll tag of the eventfd */
+  int cmd_fd;                   /* Node's commands for this thread's connections */
+  unsigned char *tbuf;          /* PIPE_CHUNK bytes: the copy buffer of every direction copying */
+  unsigned char *cin; size_t cin_have;
+  struct deadline *heap; size_t hlen, hcap; /* dial deadlines, a min-heap */
 };
 
 static struct thread threads[MAX_THREADS];
@@ -271,6 +284,7 @@ static void conn_close(struct thread *t, struct conn *c, int how, int reset_clie
   for (int i = 0; i < 2; i++) {
     if (c->d[i].pr >= 0) close(c->d[i].pr);
     if (c->d[i].pw >= 0) close(c->d[i].pw);
+    free(c->d[i].pend);
   }
   c->s[0].fd = c->s[1].fd = -1;
   c->state = S_CLOSED;
@@ -313,44 +327,78 @@ static struct conn *conn_new(struct thread *t, int fd, uint32_t lid) {
 
 /*
  * Moves what can be moved in direction i without blocking. Returns 0, or the how of a reset.
- * A pipe holds at most what one splice read; the source is read only when the pipe is empty, so a
- * slow receiver stops the sender by TCP flow control (never an unbounded buffer here).
+ * The source is read only when nothing read before is waiting, so a slow receiver stops the
+ * sender by TCP flow control; a direction holds at most one pipe (splicing) or PIPE_CHUNK bytes
+ * (copying), never an unbounded buffer. A read shorter than asked for means the socket is drained
+ * for now: the direction waits for epoll rather than asking again for an EAGAIN.
  */
-static int pump(struct conn *c, int i) {
+static int pump(struct thread *t, struct conn *c, int i) {
   struct dir *d = &c->d[i];
   int src = c->s[i].fd, dst = c->s[1 - i].fd;
+  int gone_dst = i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET;
+  int gone_src = i == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET;
+  int drained = 0;
   for (;;) {
     if (d->inpipe > 0) {
-      ssize_t n = splice(d->pr, NULL, dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) { d->inpipe -= (uint32_t)n; d->bytes += (uint64_t)n; continue; }
+      ssize_t n = d->pr >= 0
+                      ? splice(d->pr, NULL, dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+                      : write(dst, d->pend + d->pend_off, d->inpipe);
+      if (n > 0) {
+        d->inpipe -= (uint32_t)n;
+        d->bytes += (uint64_t)n;
+        if (d->pr < 0) d->pend_off += (uint32_t)n;
+        if (d->inpipe == 0 && d->pend != NULL) { free(d->pend); d->pend = NULL; }
+        continue;
+      }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) return 0;
-      return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET; /* EPIPE, ECONNRESET: dst is gone */
+      return gone_dst; /* EPIPE, ECONNRESET: dst is gone */
     }
     if (d->eof) {
       if (!d->shut) {
         d->shut = 1;
-        if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return i == 0 ? HOW_ENDPOINT_RESET : HOW_CLIENT_RESET;
+        if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return gone_dst;
       }
       return 0;
     }
-    if (d->pr < 0) {
-      int p[2];
-      if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) return HOW_ERROR;
-      d->pr = p[0]; d->pw = p[1];
+    if (drained) return 0;
+    ssize_t n;
+    if (d->pr >= 0) {
+      n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) { d->inpipe = (uint32_t)n; drained = n < PIPE_CHUNK; c->last_ms = now_ms(); continue; }
+    } else {
+      n = read(src, t->tbuf, PIPE_CHUNK);
+      if (n > 0) {
+        c->last_ms = now_ms();
+        ssize_t w = write(dst, t->tbuf, (size_t)n);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) return gone_dst;
+        if (w < 0) w = 0;
+        d->bytes += (uint64_t)w;
+        if (w < n) {
+          d->pend = malloc((size_t)(n - w));
+          if (d->pend == NULL) return HOW_ERROR;
+          memcpy(d->pend, t->tbuf + w, (size_t)(n - w));
+          d->pend_off = 0;
+          d->inpipe = (uint32_t)(n - w);
+          return 0; /* wait for the receiver */
+        }
+        if (n < PIPE_CHUNK) return 0;
+        /* a full buffer: bulk from now on, through a pipe (copying goes on if none can be made) */
+        int p[2];
+        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) { d->pr = p[0]; d->pw = p[1]; }
+        continue;
+      }
     }
-    ssize_t n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe = (uint32_t)n; c->last_ms = now_ms(); continue; }
     if (n == 0) { d->eof = 1; c->last_ms = now_ms(); continue; }
     if (errno == EINTR) continue;
     if (errno == EAGAIN) return 0;
-    return i == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET; /* ECONNRESET from src */
+    return gone_src; /* ECONNRESET from src */
   }
 }
 
 static void relay(struct thread *t, struct conn *c) {
   for (int i = 0; i < 2; i++) {
-    int how = pump(c, i);
+    int how = pump(t, c, i);
     if (how != 0) {
       /* the side that reset is gone; reset the other so its peer sees the cut, not an end */
       conn_close(t, c, how, how == HOW_ENDPOINT_RESET || how == HOW_ERROR,
@@ -369,6 +417,31 @@ static void relay(struct thread *t, struct conn *c) {
   }
 }
 
+static void heap_push(struct thread *t, struct deadline d) {
+  if (t->hlen == t->hcap) {
+    t->hcap = t->hcap ? t->hcap * 2 : 256;
+    t->heap = xrealloc(t->heap, t->hcap * sizeof *t->heap);
+  }
+  size_t i = t->hlen++;
+  while (i > 0 && t->heap[(i - 1) / 2].at > d.at) { t->heap[i] = t->heap[(i - 1) / 2]; i = (i - 1) / 2; }
+  t->heap[i] = d;
+}
+
+static struct deadline heap_pop(struct thread *t) {
+  struct deadline top = t->heap[0], last = t->heap[--t->hlen];
+  size_t i = 0;
+  for (;;) {
+    size_t k = 2 * i + 1;
+    if (k >= t->hlen) break;
+    if (k + 1 < t->hlen && t->heap[k + 1].at < t->heap[k].at) k++;
+    if (t->heap[k].at >= last.at) break;
+    t->heap[i] = t->heap[k];
+    i = k;
+  }
+  if (t->hlen > 0) t->heap[i] = last;
+  return top;
+}
+
 static void reply_dialed(struct thread *t, struct conn *c, int err) {
   struct buf *b = &t->out;
   size_t at = frame_begin(b, 'd');
@@ -378,31 +451,40 @@ static void reply_dialed(struct thread *t, struct conn *c, int err) {
   frame_end(b, at);
 }
 
+/* An attempt Node gave up on, or whose deadline passed: reset it, keep the client. */
+static void drop_attempt(struct conn *c) {
+  close_fd(c->s[1].fd, 1);
+  c->s[1].fd = -1;
+  c->s[1].events = UINT32_MAX;
+  c->state = S_ACCEPTED;
+}
+
 static void on_dialed(struct thread *t, struct conn *c) {
   int err = 0;
   socklen_t len = sizeof err;
   if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
   reply_dialed(t, c, err);
   if (err != 0) {
-    close_fd(c->s[1].fd, 1);
-    c->s[1].fd = -1;
-    c->s[1].events = UINT32_MAX;
-    c->state = S_ACCEPTED;
+    drop_attempt(c);
     return;
   }
   set_keepalive(c->s[1].fd);
-  c->state = S_CONNECTED;
-  watch(t, &c->s[1], 0);
-}
-
-static void start_relay(struct thread *t, struct conn *c) {
-  if (c->state != S_CONNECTED) return;
   c->state = S_RELAY;
   c->last_ms = now_ms();
   c->next = t->relaying;
   if (t->relaying) t->relaying->prev = c;
   t->relaying = c;
   relay(t, c);
+}
+
+static void expire_dials(struct thread *t, int64_t now) {
+  while (t->hlen > 0 && t->heap[0].at <= now) {
+    struct deadline d = heap_pop(t);
+    struct conn *c = find_conn(t, d.id);
+    if (c == NULL || c->state != S_DIALING || c->attempt != d.attempt) continue;
+    drop_attempt(c);
+    reply_dialed(t, c, ETIMEDOUT);
+  }
 }
 
 static void dial(struct thread *t, struct conn *c, struct cmd *m) {
@@ -425,6 +507,9 @@ static void dial(struct thread *t, struct conn *c, struct cmd *m) {
   c->s[1].events = UINT32_MAX;
   c->state = S_DIALING;
   watch(t, &c->s[1], EPOLLOUT);
+  if (m->timeout_ms > 0) {
+    heap_push(t, (struct deadline){.at = now_ms() + m->timeout_ms, .id = m->conn, .attempt = m->attempt});
+  }
 }
 
 /* ---- listeners and accept ---- */
@@ -528,14 +613,10 @@ static void run_cmd(struct thread *t, struct cmd *m) {
   if (m->type == 'D') {
     dial(t, c, m);
   } else if (m->type == 'K') {
-    if ((c->state == S_DIALING || c->state == S_CONNECTED) && c->attempt == m->attempt) {
-      close_fd(c->s[1].fd, 1);
-      c->s[1].fd = -1;
-      c->s[1].events = UINT32_MAX;
-      c->state = S_ACCEPTED;
-    }
-  } else if (m->type == 'R') {
-    start_relay(t, c);
+    if (c->attempt != m->attempt) return;
+    /* Node's schedule gave up on an attempt that connected meanwhile: it may have relayed bytes */
+    if (c->state == S_RELAY) conn_close(t, c, HOW_NODE_RESET, 1, 1);
+    else if (c->state == S_DIALING) drop_attempt(c);
   } else if (m->type == 'C') {
     conn_close(t, c, m->reset ? HOW_NODE_RESET : HOW_NODE_CLOSE, m->reset, 1);
   }
@@ -553,6 +634,65 @@ static void drain_queue(struct thread *t) {
     if (n == 0) { free(q); return; }
     for (size_t i = 0; i < n; i++) run_cmd(t, &q[i]);
     free(q);
+  }
+}
+
+static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+static int get_addr(const unsigned char *p, const unsigned char *end, uint16_t port,
+                    struct sockaddr_storage *sa, socklen_t *len);
+
+/* One command for a connection of this thread; malformed ones are reported and skipped. */
+static void conn_command(struct thread *t, const unsigned char *p, uint32_t n) {
+  const unsigned char *end = p + n;
+  struct cmd m;
+  memset(&m, 0, sizeof m);
+  m.type = p[0];
+  p++;
+  if ((m.type == 'D' && n >= 20) || (m.type == 'K' && n >= 13) || (m.type == 'C' && n >= 10)) {
+    m.conn = get64(p);
+    if (m.type == 'D') {
+      m.attempt = get32(p + 8);
+      m.timeout_ms = get32(p + 12);
+      if (get_addr(p + 18, end, get16(p + 16), &m.sa, &m.salen) < 0) {
+        m.type = 'C'; /* an endpoint Node could not have meant: close the client */
+        m.reset = 1;
+      }
+    } else if (m.type == 'K') {
+      m.attempt = get32(p + 8);
+    } else {
+      m.reset = p[8] != 0;
+    }
+    run_cmd(t, &m);
+    return;
+  }
+  fprintf(stderr, "tcp-relay-helper: malformed connection frame type %u length %u\n", m.type, n);
+}
+
+/* Reads this thread's command pipe until it is empty; its end means Node is gone. */
+static void read_commands(struct thread *t) {
+  for (;;) {
+    ssize_t n = read(t->cmd_fd, t->cin + t->cin_have, MAX_FRAME * 2 - t->cin_have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) _exit(0);
+    t->cin_have += (size_t)n;
+    size_t off = 0;
+    while (t->cin_have - off >= 4) {
+      uint32_t len = get32(t->cin + off);
+      if (len == 0 || len > MAX_FRAME) {
+        fprintf(stderr, "tcp-relay-helper: frame length %u out of range\n", len);
+        _exit(3);
+      }
+      if (t->cin_have - off - 4 < len) break;
+      conn_command(t, t->cin + off + 4, len);
+      off += 4 + len;
+    }
+    size_t space = MAX_FRAME * 2 - t->cin_have;
+    memmove(t->cin, t->cin + off, t->cin_have - off);
+    t->cin_have -= off;
+    if (space > 0) return; /* a short read: the pipe is empty for now (epoll says when not) */
   }
 }
 
@@ -575,21 +715,23 @@ static void *loop(void *arg) {
     int64_t now = now_ms();
     int64_t wait = next_sweep - now;
     if (t->paused && t->resume_ms - now < wait) wait = t->resume_ms - now;
+    if (t->hlen > 0 && t->heap[0].at - now < wait) wait = t->heap[0].at - now;
     if (wait < 0) wait = 0;
     int n = epoll_wait(t->ep, evs, MAX_EVENTS, (int)wait);
     if (n < 0 && errno != EINTR) die("epoll_wait");
+    /*
+     * Sockets first, commands last: an event names a descriptor as it was when epoll_wait
+     * returned, and a command (a cancel, then a new dial) could put another descriptor on the
+     * same side before the event was handled. A connection closed earlier in the turn is marked
+     * S_CLOSED and freed after it.
+     */
     for (int i = 0; i < n; i++) {
       int kind = *(int *)evs[i].data.ptr;
-      if (kind == K_WAKE) {
-        drain_queue(t);
-      } else if (kind == K_LISTENER) {
+      if (kind == K_LISTENER) {
         struct listener *l = evs[i].data.ptr;
         if (!t->paused && l->fd >= 0) on_accept(t, l);
       }
-    }
-    /* Sides second: a command of this turn may have closed a connection an event names. */
-    for (int i = 0; i < n; i++) {
-      if (*(int *)evs[i].data.ptr != K_SIDE) continue;
+      if (kind != K_SIDE) continue;
       struct side *s = evs[i].data.ptr;
       struct conn *c = s->c;
       if (c->state == S_CLOSED || s->fd < 0) continue;
@@ -606,8 +748,14 @@ static void *loop(void *arg) {
         watch(t, s, 0);
       }
     }
+    for (int i = 0; i < n; i++) {
+      int kind = *(int *)evs[i].data.ptr;
+      if (kind == K_WAKE) drain_queue(t);
+      else if (kind == K_CMD) read_commands(t);
+    }
     now = now_ms();
     if (t->paused && now >= t->resume_ms) resume_accepting(t);
+    if (t->hlen > 0 && t->heap[0].at <= now) expire_dials(t, now);
     if (now >= next_sweep) { sweep(t, now); next_sweep = now + 1000; }
     flush(&t->out);
     while (t->dead) { struct conn *c = t->dead; t->dead = c->next; free(c); }
@@ -616,12 +764,6 @@ static void *loop(void *arg) {
   return NULL;
 }
 
-/*
- * Epoll events name a struct side or listener; one that closed earlier in the same turn could be
- * named by a later event. Sides are checked against their slot; listeners and sides are freed only
- * between turns (run_cmd runs from the wake event, before the side events of the turn), and a
- * closed listener's descriptor left the set when it was closed, so no later turn names it.
- */
 
 static void push(struct thread *t, struct cmd *m) {
   if (pthread_mutex_lock(&t->qlock) != 0) die("lock");
@@ -634,10 +776,6 @@ static void push(struct thread *t, struct cmd *m) {
 }
 
 /* ---- the main thread: Node's commands ---- */
-
-static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
-static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
 
 /* Reads an address (u8 length + text) at p, within end; -1 when malformed. */
 static int get_addr(const unsigned char *p, const unsigned char *end, uint16_t port,
@@ -741,26 +879,6 @@ static void command(const unsigned char *p, uint32_t n, int *touched) {
     for (int i = 0; i < nthreads; i++) { push(&threads[i], &m); touched[i] = 1; }
     return;
   }
-  if ((type == 'D' && n >= 16) || (type == 'K' && n >= 13) || (type == 'C' && n >= 10) ||
-      (type == 'R' && n >= 9)) {
-    m.conn = get64(p);
-    int ti = (int)(m.conn & 63);
-    if (ti >= nthreads) return;
-    if (type == 'D') {
-      m.attempt = get32(p + 8);
-      if (get_addr(p + 14, end, get16(p + 12), &m.sa, &m.salen) < 0) {
-        m.type = 'C'; /* an endpoint Node could not have meant: close the client */
-        m.reset = 1;
-      }
-    } else if (type == 'K') {
-      m.attempt = get32(p + 8);
-    } else if (type == 'C') {
-      m.reset = p[8] != 0;
-    }
-    push(&threads[ti], &m);
-    touched[ti] = 1;
-    return;
-  }
   fprintf(stderr, "tcp-relay-helper: malformed frame type %u length %u\n", type, n);
 }
 
@@ -780,7 +898,7 @@ int main(int argc, char **argv) {
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
-  static int wake_kind = K_WAKE;
+  static int wake_kind = K_WAKE, cmd_kind = K_CMD;
   for (int i = 0; i < nthreads; i++) {
     struct thread *t = &threads[i];
     t->index = i;
@@ -790,6 +908,16 @@ int main(int argc, char **argv) {
     if (pthread_mutex_init(&t->qlock, NULL) != 0) die("mutex");
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &wake_kind};
     if (epoll_ctl(t->ep, EPOLL_CTL_ADD, t->wake, &ev) < 0) die("epoll_ctl");
+    /* Node opened descriptor 3 + i as this thread's command pipe */
+    t->cmd_fd = 3 + i;
+    int fl = fcntl(t->cmd_fd, F_GETFL);
+    if (fl < 0 || fcntl(t->cmd_fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(t->cmd_fd, F_SETFD, FD_CLOEXEC) < 0)
+      die("command pipe (descriptor 3 + thread)");
+    t->cin = malloc(MAX_FRAME * 2);
+    t->tbuf = malloc(PIPE_CHUNK);
+    if (t->cin == NULL || t->tbuf == NULL) die("out of memory");
+    struct epoll_event cev = {.events = EPOLLIN, .data.ptr = &cmd_kind};
+    if (epoll_ctl(t->ep, EPOLL_CTL_ADD, t->cmd_fd, &cev) < 0) die("epoll_ctl");
   }
   for (int i = 0; i < nthreads; i++) {
     if (pthread_create(&threads[i].tid, NULL, loop, &threads[i]) != 0) die("pthread_create");

@@ -4,10 +4,11 @@
  * attempts into the `net.Socket`-shaped objects core's dial schedule drives, stops the helper when
  * nothing uses it, and restarts it with back-off when it dies (its sockets listen again).
  */
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { setMaxListeners } from 'node:events';
 import type net from 'node:net';
 import type { Logger } from '@userspace-proxy/core';
 import { errnoError, NativeHelperError } from './errors.js';
+import { DialAttempt, type EngineSocket, NativeConnection } from './native-connection.js';
 import {
   type CloseHow,
   errnoName,
@@ -16,16 +17,6 @@ import {
   type RelayHelperOptions,
   type RelayLimits,
 } from './relay-helper.js';
-
-/** What the engine needs of a socket. */
-export interface EngineSocket {
-  onAccepted(conn: NativeConnection): void;
-  onClosed(conn: NativeConnection, how: CloseHow): void;
-  onRefusedAtCap(): void;
-  onAcceptError(error: NodeJS.ErrnoException): void;
-  onHelperExit(error: NativeHelperError): void;
-  onRelisten(error: unknown): void;
-}
 
 /** Counters of one engine (one factory's helper). */
 export interface NativeTcpCounters {
@@ -41,72 +32,11 @@ export interface NativeTcpCounters {
   acceptErrors: number;
 }
 
-/** One accepted connection, as Node sees it: the bytes are the helper's. */
-export class NativeConnection {
-  readonly id: number;
-  readonly socket: EngineSocket;
-  readonly remoteAddress: string;
-  readonly remotePort: number;
-  readonly acceptedAt = performance.now();
-  state: 'new' | 'dialling' | 'relaying' | 'closed' = 'new';
-  endpoint = '';
-  bytesIn = 0;
-  bytesOut = 0;
-  /** The dial attempt in flight. */
-  pending: DialAttempt | undefined;
-  attempts = 0;
-
-  constructor(id: number, socket: EngineSocket, address: string, port: number) {
-    this.id = id;
-    this.socket = socket;
-    this.remoteAddress = address;
-    this.remotePort = port;
-  }
-}
-
-/**
- * One dial attempt in the shape core's dial schedule drives (`tryConnectEndpoints` listens for
- * 'connect' and 'error' and calls `destroy()` on a timeout): the helper connects, Node decides.
- */
-export class DialAttempt extends EventEmitter {
-  destroyed = false;
-  #settled = false;
-  readonly #engine: NativeTcpEngine;
-  readonly conn: NativeConnection;
-  readonly attempt: number;
-
-  constructor(engine: NativeTcpEngine, conn: NativeConnection, attempt: number) {
-    super();
-    this.#engine = engine;
-    this.conn = conn;
-    this.attempt = attempt;
-  }
-
-  /** The schedule gave up on this attempt (timeout, abort): the helper resets it. */
-  destroy(): this {
-    if (this.destroyed) return this;
-    this.destroyed = true;
-    if (!this.#settled) {
-      this.#settled = true;
-      if (this.conn.pending === this) this.conn.pending = undefined;
-      this.#engine.cancel(this.conn, this.attempt);
-    }
-    return this;
-  }
-
-  /** @internal the helper's answer. */
-  settle(error: NodeJS.ErrnoException | undefined): void {
-    if (this.#settled) return;
-    this.#settled = true;
-    if (this.conn.pending === this) this.conn.pending = undefined;
-    if (error === undefined) this.emit('connect');
-    else this.emit('error', error);
-  }
-}
-
 /** Options of the engine (withNativeTcp's, resolved). */
 export interface EngineOptions extends RelayHelperOptions {
   readonly limits: RelayLimits;
+  /** Timeout of each dial attempt, in order; the helper enforces them. */
+  readonly dialTimeoutsMs: readonly number[];
   /** First restart delay, ms, doubling up to 5 s. */
   readonly restartBackoffMs: number;
   readonly logger?: Logger;
@@ -230,7 +160,9 @@ export class NativeTcpEngine implements RelayHelperEvents {
     const attempt = new DialAttempt(this, conn, ++conn.attempts);
     conn.pending = attempt;
     conn.state = 'dialling';
-    h.dial(conn.id, attempt.attempt, target.host, target.port);
+    const timeouts = this.#opts.dialTimeoutsMs;
+    const timeoutMs = timeouts[Math.min(attempt.attempt, timeouts.length) - 1] ?? 0;
+    h.dial(conn.id, attempt.attempt, timeoutMs, target.host, target.port);
     // The dial schedule uses on/removeListener/destroy only: an EventEmitter stands for the socket.
     return attempt as unknown as net.Socket;
   }
@@ -238,12 +170,6 @@ export class NativeTcpEngine implements RelayHelperEvents {
   /** @internal a DialAttempt given up on. */
   cancel(conn: NativeConnection, attempt: number): void {
     if (conn.state !== 'closed') this.#helper?.cancel(conn.id, attempt);
-  }
-
-  /** The dial succeeded and the socket took it: the helper starts relaying. */
-  relay(conn: NativeConnection): void {
-    conn.state = 'relaying';
-    this.#helper?.relay(conn.id);
   }
 
   /** Closes a connection (RST both ways when `reset`); its `onClosed` follows. */

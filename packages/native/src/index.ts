@@ -9,7 +9,7 @@ export {
   type NativeTcpFactory,
   type NativeTcpOptions,
   withNativeTcp,
-} from './proxy-socket-native.js';
+} from './native-factory.js';
 export {
   buildRelayHelper,
   type CloseHow,

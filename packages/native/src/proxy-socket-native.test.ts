@@ -1,3 +1,4 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import net from 'node:net';
@@ -15,6 +16,9 @@ import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.j
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
+
+/** The helper is compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
+const HAS_CC = spawnSync('cc', ['--version']).status === 0;
 
 const cleanup: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -88,7 +92,7 @@ function recordRefusals(): string[] {
   return reasons;
 }
 
-describe('NativeTcpProxySocket', () => {
+describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
   it('relays small and large payloads both ways, checksummed, and counts the bytes', async () => {
     const b = await backend();
     const closes: Array<{ bytesIn: number; bytesOut: number }> = [];
@@ -299,7 +303,7 @@ describe('NativeTcpProxySocket', () => {
   });
 });
 
-describe('NativeTcpProxySocket timeouts', () => {
+describe.skipIf(!HAS_CC)('NativeTcpProxySocket timeouts', () => {
   it('resets a connection idle for idleTimeoutMs, and a half-closed one after halfCloseTimeoutMs', async () => {
     const b = await backend((s) => s.on('data', () => undefined));
     const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
@@ -313,5 +317,54 @@ describe('NativeTcpProxySocket timeouts', () => {
     const hr = readToEnd(h);
     h.end('x'); // our FIN; the endpoint never answers
     expect((await hr).ended).toBe('ECONNRESET');
+  });
+});
+
+/** A python3 listener with a backlog of 0 that never accepts (Node's always do): SYNs past its queue are dropped. */
+const HAS_PYTHON = spawnSync('python3', ['-c', 'pass']).status === 0;
+
+async function blackholed(ip: string): Promise<string> {
+  const py = `import socket,sys\ns=socket.socket()\ns.bind(("${ip}",0))\ns.listen(0)\nprint(s.getsockname()[1],flush=True)\nsys.stdin.read()`;
+  const child = spawn('python3', ['-c', py], { stdio: ['pipe', 'pipe', 'inherit'] });
+  cleanup.push(async () => child.kill('SIGKILL'));
+  const port = Number(
+    await new Promise<string>((resolve) => child.stdout.once('data', (d) => resolve(String(d)))),
+  );
+  for (let i = 0; i < 3; i++) {
+    const filler = net.connect(port, ip);
+    filler.on('error', () => undefined);
+    cleanup.push(async () => filler.destroy());
+  }
+  await waitFor(
+    async () => {
+      const probe = net.connect(port, ip);
+      probe.on('error', () => undefined);
+      const connected = await Promise.race([
+        new Promise<boolean>((resolve) => probe.once('connect', () => resolve(true))),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300)),
+      ]);
+      probe.destroy();
+      return !connected;
+    },
+    5000,
+    'the backlog full',
+  );
+  return `${ip}:${port}`;
+}
+
+describe.skipIf(!HAS_PYTHON || !HAS_CC)('NativeTcpProxySocket dial timeouts', () => {
+  it("times a blackholed attempt out in the helper, on the schedule's first timeout, and dials the next endpoint", async () => {
+    const hole = await blackholed(randomLoopback());
+    const b = await backend();
+    const lb = new FakeLoadBalancer({ [key]: [hole, b.endpoint] });
+    const { host, port } = await proxy(lb, factory({ dialTimeoutsMs: [200, 2000] }));
+    const started = performance.now();
+    expect((await roundTrip(host, port, Buffer.from('through'))).toString()).toBe('through');
+    // The helper's 200 ms, not Node's safety-net timer a second later.
+    expect(performance.now() - started).toBeLessThan(1100);
+    expect(lb.calls.map((c) => [c.result, c.sessionAffinityReset])).toEqual([
+      [hole, false],
+      [b.endpoint, true],
+    ]);
   });
 });

@@ -1,11 +1,13 @@
 /**
  * The helper process and its frame protocol (documented in native/tcp-relay-helper.c and
- * docs/native.md): length-prefixed frames over stdin/stdout, the frames of one tick written in one
- * write, the helper's frames of one event-loop turn read in one chunk. This file knows the bytes;
+ * docs/native.md): length-prefixed frames, listener commands on stdin, each connection's commands
+ * on the pipe of its helper thread (descriptor 3 + thread), events on stdout. The frames of one
+ * tick go out in one write per pipe; the helper's frames of one event-loop turn come in one chunk. This file knows the bytes;
  * what they mean for sockets and connections is engine.ts's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { constants } from 'node:os';
+import { availableParallelism, constants } from 'node:os';
+import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { buildNativeHelper } from '@userspace-proxy/core/sockets';
 import { NativeHelperError } from './errors.js';
@@ -16,7 +18,7 @@ export interface RelayHelperOptions {
   readonly helperPath?: string;
   /** C compiler of the on-demand build. Default `cc`. */
   readonly compiler?: string;
-  /** Event-loop threads of the helper. Default 0: one per online CPU. */
+  /** Event-loop threads of the helper (at most 64). Default 0: `os.availableParallelism()`. */
   readonly threads?: number;
   /** How long the helper may take to start and say hello, ms. Default 10 000. */
   readonly startTimeoutMs?: number;
@@ -54,6 +56,9 @@ export interface RelayHelperEvents {
   exited(why: string): void;
 }
 
+/** The most threads a helper runs: a connection id names its thread in 6 bits. */
+const MAX_THREADS = 64;
+
 const SOURCE = fileURLToPath(new URL('../native/tcp-relay-helper.c', import.meta.url));
 const FLAGS = ['-O2', '-Wall', '-Wextra', '-Werror', '-pthread'] as const;
 
@@ -83,7 +88,10 @@ export class RelayHelper {
   readonly #child: ChildProcess;
   #events: RelayHelperEvents;
   #carry: Buffer | undefined;
-  #out: Buffer[] = [];
+  /** Where frames go: [0] is stdin, [1 + i] thread i's command pipe. */
+  readonly #pipes: (Writable | null)[];
+  /** The frames of this tick, per pipe. */
+  readonly #out: Buffer[][];
   #scheduled = false;
   #exited = false;
   #stderr = '';
@@ -91,9 +99,13 @@ export class RelayHelper {
   readonly #pendingListens = new Map<number, (errno: number, port: number) => void>();
   readonly #pendingCloses = new Map<number, () => void>();
 
-  private constructor(child: ChildProcess, events: RelayHelperEvents) {
+  private constructor(child: ChildProcess, events: RelayHelperEvents, threads: number) {
     this.#child = child;
     this.#events = events;
+    this.threads = threads;
+    this.#pipes = [child.stdin, ...child.stdio.slice(3, 3 + threads)] as (Writable | null)[];
+    this.#out = this.#pipes.map(() => []);
+    for (const pipe of this.#pipes) pipe?.on('error', () => undefined);
     child.stdout?.on('data', (chunk: Buffer) => this.#onData(chunk));
     child.stderr?.on('data', (chunk: Buffer) => {
       this.#stderr = (this.#stderr + chunk.toString()).slice(-2000);
@@ -117,9 +129,13 @@ export class RelayHelper {
   /** Builds (when needed) and starts a helper; resolves once it said hello. */
   static async start(o: RelayHelperOptions, events: RelayHelperEvents): Promise<RelayHelper> {
     const path = o.helperPath ?? (await buildRelayHelper(o.compiler));
-    const args = o.threads !== undefined && o.threads > 0 ? ['--threads', String(o.threads)] : [];
-    const child = spawn(path, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    const h = new RelayHelper(child, events);
+    const n = Math.min(
+      MAX_THREADS,
+      o.threads !== undefined && o.threads > 0 ? o.threads : availableParallelism(),
+    );
+    const stdio = Array.from({ length: 3 + n }, () => 'pipe' as const);
+    const child = spawn(path, ['--threads', String(n)], { stdio });
+    const h = new RelayHelper(child, events, n);
     const timeoutMs = o.startTimeoutMs ?? 10_000;
     const threads = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -138,7 +154,10 @@ export class RelayHelper {
     });
     if (threads < 0)
       throw new NativeHelperError(`exited before its hello: ${h.#stderr.slice(-300)}`);
-    h.threads = threads;
+    if (threads !== n) {
+      h.stop();
+      throw new NativeHelperError(`asked for ${n} threads, the helper runs ${threads}`);
+    }
     return h;
   }
 
@@ -159,7 +178,7 @@ export class RelayHelper {
     f.writeUInt32BE(Math.min(l.keepAliveMs, 0x7fffffff) >>> 0, 9);
     f.writeUInt32BE(Math.min(l.idleTimeoutMs, 0x7fffffff) >>> 0, 13);
     f.writeUInt32BE(Math.min(l.halfCloseTimeoutMs, 0x7fffffff) >>> 0, 17);
-    this.#push(f);
+    this.#push(0, f);
   }
 
   /** 'L': listens on every thread; resolves with 0 and the bound port, or an errno (-1: exited). */
@@ -179,7 +198,7 @@ export class RelayHelper {
       f.writeUInt32BE(backlog, 11);
       f[15] = a.length;
       a.copy(f, 16);
-      this.#push(f);
+      this.#push(0, f);
     });
   }
 
@@ -193,35 +212,32 @@ export class RelayHelper {
       this.#pendingCloses.set(listener, resolve);
       const f = this.#frame(0x58, 4);
       f.writeUInt32BE(listener, 5);
-      this.#push(f);
+      this.#push(0, f);
     });
   }
 
-  /** 'D': one dial attempt of `conn`; answered by `dialed`. */
-  dial(conn: number, attempt: number, host: string, port: number): void {
+  /**
+   * 'D': one dial attempt of `conn`, given up by the helper after `timeoutMs` (0: never);
+   * answered by `dialed`. Once connected the helper relays at once.
+   */
+  dial(conn: number, attempt: number, timeoutMs: number, host: string, port: number): void {
     const a = Buffer.from(host, 'latin1');
-    const f = this.#frame(0x44, 15 + a.length);
+    const f = this.#frame(0x44, 19 + a.length);
     writeId(f, 5, conn);
     f.writeUInt32BE(attempt, 13);
-    f.writeUInt16BE(port, 17);
-    f[19] = a.length;
-    a.copy(f, 20);
-    this.#push(f);
+    f.writeUInt32BE(Math.min(Math.ceil(timeoutMs), 0x7fffffff) >>> 0, 17);
+    f.writeUInt16BE(port, 21);
+    f[23] = a.length;
+    a.copy(f, 24);
+    this.#push(threadPipe(conn), f);
   }
 
-  /** 'K': gives up on an attempt (its socket is reset); no answer. */
+  /** 'K': gives up on an attempt (its socket is reset; once relaying, the connection); no answer. */
   cancel(conn: number, attempt: number): void {
     const f = this.#frame(0x4b, 12);
     writeId(f, 5, conn);
     f.writeUInt32BE(attempt, 13);
-    this.#push(f);
-  }
-
-  /** 'R': relay a connection whose dial succeeded. */
-  relay(conn: number): void {
-    const f = this.#frame(0x52, 8);
-    writeId(f, 5, conn);
-    this.#push(f);
+    this.#push(threadPipe(conn), f);
   }
 
   /** 'C': closes a connection (with RST on both sides when `reset`); answered by `closed`. */
@@ -229,7 +245,7 @@ export class RelayHelper {
     const f = this.#frame(0x43, 9);
     writeId(f, 5, conn);
     f[13] = reset ? 1 : 0;
-    this.#push(f);
+    this.#push(threadPipe(conn), f);
   }
 
   /** Stops the helper: its stdin closes, it exits, and every socket it holds goes with it. */
@@ -249,10 +265,12 @@ export class RelayHelper {
     return f;
   }
 
-  /** Queues a frame; the frames of one tick go out in one write. */
-  #push(frame: Buffer): void {
+  /** Queues a frame for a pipe; the frames of one tick go out in one write per pipe. */
+  #push(pipe: number, frame: Buffer): void {
     if (this.#exited) return;
-    this.#out.push(frame);
+    const queue = this.#out[pipe];
+    if (queue === undefined) return; // a connection id naming a thread this helper lacks
+    queue.push(frame);
     if (!this.#scheduled) {
       this.#scheduled = true;
       process.nextTick(() => this.#flush());
@@ -261,12 +279,14 @@ export class RelayHelper {
 
   #flush(): void {
     this.#scheduled = false;
-    const stdin = this.#child.stdin;
-    const out = this.#out;
-    if (out.length === 0) return;
-    this.#out = [];
-    if (this.#exited || stdin === null || stdin.destroyed) return;
-    stdin.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out));
+    for (let i = 0; i < this.#out.length; i++) {
+      const out = this.#out[i] as Buffer[];
+      if (out.length === 0) continue;
+      this.#out[i] = [];
+      const pipe = this.#pipes[i];
+      if (this.#exited || pipe == null || pipe.destroyed) continue;
+      pipe.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out));
+    }
   }
 
   #onData(chunk: Buffer): void {
@@ -336,6 +356,11 @@ export class RelayHelper {
         return;
     }
   }
+}
+
+/** The pipe of a connection's thread: its id's low 6 bits name the thread. */
+function threadPipe(conn: number): number {
+  return 1 + (conn % MAX_THREADS);
 }
 
 /** A u64 id as two u32 (ids stay below 2^53, so a number holds them exactly). */

@@ -1,0 +1,89 @@
+/**
+ * What Node keeps of one connection the helper carries, and the dial attempt object core's dial
+ * schedule drives in place of a `net.Socket`.
+ */
+import { EventEmitter } from 'node:events';
+import type { NativeHelperError } from './errors.js';
+import type { CloseHow } from './relay-helper.js';
+
+/** What the engine needs of a socket. */
+export interface EngineSocket {
+  onAccepted(conn: NativeConnection): void;
+  onClosed(conn: NativeConnection, how: CloseHow): void;
+  onRefusedAtCap(): void;
+  onAcceptError(error: NodeJS.ErrnoException): void;
+  onHelperExit(error: NativeHelperError): void;
+  onRelisten(error: unknown): void;
+}
+
+/** What a dial attempt needs of the engine: to cancel it in the helper. */
+export interface AttemptCanceller {
+  cancel(conn: NativeConnection, attempt: number): void;
+}
+
+/** One accepted connection, as Node sees it: the bytes are the helper's. */
+export class NativeConnection {
+  readonly id: number;
+  readonly socket: EngineSocket;
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  readonly acceptedAt = performance.now();
+  state: 'new' | 'dialling' | 'relaying' | 'closed' = 'new';
+  endpoint = '';
+  bytesIn = 0;
+  bytesOut = 0;
+  /** The dial attempt in flight. */
+  pending: DialAttempt | undefined;
+  attempts = 0;
+
+  constructor(id: number, socket: EngineSocket, address: string, port: number) {
+    this.id = id;
+    this.socket = socket;
+    this.remoteAddress = address;
+    this.remotePort = port;
+  }
+}
+
+/**
+ * One dial attempt in the shape core's dial schedule drives (`tryConnectEndpoints` listens for
+ * 'connect' and 'error' and calls `destroy()` on a timeout): the helper connects, Node decides.
+ */
+export class DialAttempt extends EventEmitter {
+  destroyed = false;
+  #settled = false;
+  readonly #engine: AttemptCanceller;
+  readonly conn: NativeConnection;
+  readonly attempt: number;
+
+  constructor(engine: AttemptCanceller, conn: NativeConnection, attempt: number) {
+    super();
+    this.#engine = engine;
+    this.conn = conn;
+    this.attempt = attempt;
+  }
+
+  /** The schedule gave up on this attempt (timeout, abort): the helper resets it. */
+  destroy(): this {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    if (!this.#settled) {
+      this.#settled = true;
+      if (this.conn.pending === this) this.conn.pending = undefined;
+      this.#engine.cancel(this.conn, this.attempt);
+    }
+    return this;
+  }
+
+  /** @internal the helper's answer. */
+  settle(error: NodeJS.ErrnoException | undefined): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    if (this.conn.pending === this) this.conn.pending = undefined;
+    if (error === undefined) {
+      this.conn.state = 'relaying';
+      this.emit('connect');
+    } else {
+      this.emit('error', error);
+    }
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * {@link withNativeTcp}: the factory that serves TCP through one native helper process and hands
+ * every other protocol to the factory it wraps.
+ */
+import net from 'node:net';
+import {
+  createProxySocketFactory,
+  DEFAULT_PROXY_SOCKET_OPTIONS,
+  InvalidOptionError,
+  type ProxySocket,
+  type ProxySocketContext,
+  type ProxySocketFactory,
+  type ProxySocketOptions,
+  SocketOpenError,
+} from '@userspace-proxy/core';
+import { joinHostPort } from '@userspace-proxy/core/sockets';
+import { type NativeTcpCounters, NativeTcpEngine } from './engine.js';
+import { NativeUnsupportedError } from './errors.js';
+import { NativeTcpProxySocket, type SocketSettings } from './proxy-socket-native.js';
+import type { RelayHelperOptions } from './relay-helper.js';
+
+/** Options of {@link withNativeTcp}. */
+export interface NativeTcpOptions extends ProxySocketOptions, RelayHelperOptions {
+  /**
+   * Connections one helper (one factory) carries at once, over all its sockets; further clients
+   * are reset at accept and counted as `connection-limit` refusals. Default 16 384 (a relayed
+   * connection holds up to six descriptors: two sockets, two pipes).
+   */
+  readonly maxHelperConnections?: number;
+  /** listen(2) backlog of each listening socket (one per helper thread). Default 511, as Node's. */
+  readonly backlog?: number;
+  /** First delay before a dead helper is restarted, ms; doubles up to 5 s. Default 100. */
+  readonly restartBackoffMs?: number;
+  /**
+   * Not supported: the native socket has no accept policy (holding needs the bytes in Node).
+   * Given, every TCP socket of the factory fails to open with ERR_NATIVE_UNSUPPORTED.
+   */
+  readonly acceptPolicy?: unknown;
+}
+
+/** What {@link withNativeTcp} returns: a factory, plus its helper's counters and shutdown. */
+export interface NativeTcpFactory extends ProxySocketFactory {
+  /** Counters of the factory's helper (restarts, accepts, refusals at the helper's cap). */
+  readonly counters: NativeTcpCounters;
+  /** The running helper's process id, undefined when none runs (it starts with the first socket). */
+  helperPid(): number | undefined;
+  /** Stops the helper (every connection it carries ends); later TCP sockets fail to open. */
+  close(): Promise<void>;
+}
+
+/**
+ * Serves TCP through the native helper and everything else through `base`: one helper process per
+ * call, shared by its sockets, started with the first TCP socket and stopped when none is left.
+ * The options are core's socket options (dial schedule, per-socket `maxConnections`, keep-alive,
+ * idle and half-close timeouts) plus the helper's; see docs/native.md.
+ * @throws InvalidOptionError at once for a bad option.
+ */
+export function withNativeTcp(
+  base: ProxySocketFactory,
+  options: NativeTcpOptions = {},
+): NativeTcpFactory {
+  // Core's validation of its own options (throws InvalidOptionError naming the option).
+  createProxySocketFactory(options as ProxySocketOptions);
+  const opts = { ...DEFAULT_PROXY_SOCKET_OPTIONS } as SocketSettings;
+  for (const key of Object.keys(DEFAULT_PROXY_SOCKET_OPTIONS) as (keyof ProxySocketOptions)[]) {
+    if (options[key] !== undefined) (opts as Record<string, unknown>)[key] = options[key];
+  }
+  const count = (name: string, v: number | undefined, d: number, min: number): number => {
+    const n = v ?? d;
+    if (!Number.isSafeInteger(n) || n < min) {
+      throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(n)}`);
+    }
+    return n;
+  };
+  const maxHelperConnections = count(
+    'maxHelperConnections',
+    options.maxHelperConnections,
+    16_384,
+    1,
+  );
+  const backlog = count('backlog', options.backlog, 511, 1);
+  const restartBackoffMs = count('restartBackoffMs', options.restartBackoffMs, 100, 1);
+  if (options.threads !== undefined) count('threads', options.threads, 0, 0);
+  const engine = new NativeTcpEngine({
+    ...(options.helperPath !== undefined ? { helperPath: options.helperPath } : {}),
+    ...(options.compiler !== undefined ? { compiler: options.compiler } : {}),
+    ...(options.threads !== undefined ? { threads: options.threads } : {}),
+    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+    restartBackoffMs,
+    dialTimeoutsMs: opts.dialTimeoutsMs,
+    limits: {
+      maxConnections: maxHelperConnections,
+      keepAliveMs: opts.keepAliveMs,
+      idleTimeoutMs: opts.idleTimeoutMs,
+      halfCloseTimeoutMs: opts.halfCloseTimeoutMs,
+    },
+  });
+  const factory = async (ctx: ProxySocketContext): Promise<ProxySocket> => {
+    if (String(ctx.protocol).toUpperCase() !== 'TCP') return base(ctx);
+    const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/TCP`;
+    if (options.acceptPolicy !== undefined) {
+      throw new NativeUnsupportedError(
+        'acceptPolicy',
+        'holding and refusing need the bytes in Node',
+      );
+    }
+    if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
+      throw new SocketOpenError(what, { cause: new TypeError(`"${ctx.ip}" is not an IP address`) });
+    }
+    if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
+      throw new SocketOpenError(what, {
+        cause: new RangeError(`port ${ctx.port} is out of range`),
+      });
+    }
+    try {
+      return await NativeTcpProxySocket.open(ctx, engine, opts, backlog);
+    } catch (error) {
+      if (error instanceof NativeUnsupportedError) throw error;
+      throw new SocketOpenError(what, { cause: error });
+    }
+  };
+  return Object.assign(factory, {
+    counters: engine.counters,
+    helperPid: () => engine.helperPid,
+    close: () => engine.close(),
+  });
+}
