@@ -31,6 +31,7 @@ import {
   firstCause,
   PacketWriter,
 } from './codec.js';
+import { maxFragmentBytes } from './data-chunk-size.js';
 import {
   SctpAssociationError,
   SctpInvalidStreamError,
@@ -40,7 +41,7 @@ import {
 } from './errors.js';
 import type { ResolvedAssociationOptions } from './options.js';
 import { type InboundMessage, Receiver } from './reassembly.js';
-import { maxFragmentBytes, type PacketSource, Sender } from './sender.js';
+import { type PacketSource, Sender } from './sender.js';
 import { type SctpTimers, Timer } from './timers.js';
 
 /** What an association needs from the endpoint that owns it. */

@@ -6,6 +6,7 @@
  */
 import type { SackChunk } from './chunk-types.js';
 import type { PacketWriter } from './codec.js';
+import { chunkBytes, put } from './data-chunk-size.js';
 import { tsnAdd, tsnDiff, tsnLt, tsnLte } from './serial.js';
 
 /** One DATA chunk to send, kept until the cumulative ack passes it. */
@@ -54,36 +55,6 @@ export interface SackOutcome {
   readonly advanced: boolean;
   /** Chunks were newly marked for fast retransmit. */
   readonly fastRetransmit: boolean;
-}
-
-/**
- * Bytes a DATA chunk takes in a packet: its 16-byte header and data, padded to 4 bytes (RFC 9260
- * §3.2). The room check must use the padded size: a chunk that fits unpadded but not padded is
- * refused by the packet writer.
- */
-function chunkBytes(c: OutChunk): number {
-  return (c.data.length + 16 + 3) & ~3;
-}
-
-/**
- * Writes `c` into `w`, which the caller checked has room for it. A refusal here would leave a
- * chunk counted as sent that never went out (a stall until the T3 timer, or for ever if it can
- * never fit): it is an internal error, which aborts the association loudly.
- */
-function put(w: PacketWriter, c: OutChunk): void {
-  if (!w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data)) {
-    throw new Error(`DATA chunk of ${c.data.length} bytes does not fit an empty packet`);
-  }
-}
-
-/**
- * Bytes of user data per DATA fragment for packets of `packetBytes` (the path MTU less the IP
- * and UDP headers): the packet less the common and DATA headers, rounded down to a multiple of 4
- * so a full fragment with its padding still fits. (An MTU such as 1450, VXLAN's, left 1394:
- * padded to 1396, a full fragment never fitted and every message larger than one stalled.)
- */
-export function maxFragmentBytes(packetBytes: number): number {
-  return (packetBytes - 12 - 16) & ~3;
 }
 
 /** See the module comment. */
