@@ -15,6 +15,7 @@ const COLOURS: Readonly<Record<SubjectId, string>> = {
   naive: '#f28e2b',
   daemon: '#e15759',
   daemon2: '#b07aa1',
+  native: '#76b7b2',
 };
 
 const BAR = 14;

@@ -25,8 +25,8 @@ export const PEERS_HELP = `usage: pnpm bench --peers [--reps N] [--quick] [--wri
   --render FILE     do not run: print (and with --write, write) the table and chart of a
                     result that --json saved
   --only GROUPS     comma-separated: ${GROUPS.join(',')}
-  --subjects PEERS  comma-separated: haproxy,nginx,naive,daemon,daemon2 (direct always runs;
-                    daemon runs --workers 1, daemon2 --workers 2)
+  --subjects PEERS  comma-separated: haproxy,nginx,naive,daemon,daemon2,native (direct always
+                    runs; daemon runs --workers 1, daemon2 --workers 2, native --data-path native)
   --daemon-arg ARG  an extra daemon flag after --config FILE (repeatable)
   --no-install      do not apt-get install missing tools (they are skipped)
   --no-build        do not build the packages first (tsc -b tsconfig.build.json)`;
@@ -42,7 +42,7 @@ export class PeersUsageError extends Error {
   }
 }
 
-const PEERS: readonly PeerId[] = ['haproxy', 'nginx', 'naive', 'daemon', 'daemon2'];
+const PEERS: readonly PeerId[] = ['haproxy', 'nginx', 'naive', 'daemon', 'daemon2', 'native'];
 
 /** What the command line asks for, besides the options {@link runPeers} takes. */
 export interface PeersArgs {

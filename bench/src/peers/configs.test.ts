@@ -22,6 +22,7 @@ describe('configs of the servers the benchmark starts', () => {
         naive: '127.80.128.5',
         daemon: '127.80.128.6',
         daemon2: '127.80.128.7',
+        native: '127.80.128.8',
       },
     });
     const a = randomLayout();

@@ -23,11 +23,22 @@ export const UDP_PORTS: readonly number[] = [PORTS.iperf, PORTS.sockperf];
 /** A proxy under test (every subject but direct). */
 export type PeerId = Exclude<SubjectId, 'direct'>;
 
-/** The daemon subjects: one process, and two workers. */
-export type DaemonId = 'daemon' | 'daemon2';
+/** The daemon subjects: one process, two workers, and the native TCP data path. */
+export type DaemonId = 'daemon' | 'daemon2' | 'native';
 
 /** The `--workers` each daemon subject runs with (before any `--daemon-arg`). */
-export const DAEMON_WORKERS: Readonly<Record<DaemonId, number>> = { daemon: 1, daemon2: 2 };
+export const DAEMON_WORKERS: Readonly<Record<DaemonId, number>> = {
+  daemon: 1,
+  daemon2: 2,
+  native: 1,
+};
+
+/** What else each daemon subject runs with (before any `--daemon-arg`). */
+export const DAEMON_ARGS: Readonly<Record<DaemonId, readonly string[]>> = {
+  daemon: [],
+  daemon2: [],
+  native: ['--data-path', 'native'],
+};
 
 /** Where everything listens in one run: all on loopback, a random 127.x.y.0/24 per run. */
 export interface Layout {
@@ -46,7 +57,14 @@ export function randomLayout(rand: () => number = Math.random): Layout {
   const ip = (d: number) => `127.${a}.${b}.${d}`;
   return {
     backend: ip(2),
-    peers: { haproxy: ip(3), nginx: ip(4), naive: ip(5), daemon: ip(6), daemon2: ip(7) },
+    peers: {
+      haproxy: ip(3),
+      nginx: ip(4),
+      naive: ip(5),
+      daemon: ip(6),
+      daemon2: ip(7),
+      native: ip(8),
+    },
   };
 }
 

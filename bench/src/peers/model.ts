@@ -7,9 +7,10 @@
 /** Who carries the traffic: nobody (direct), a peer proxy, or the project's daemon. */
 /**
  * Who carries the traffic: nobody (direct), a peer proxy, or the project's daemon — `daemon` with
- * `--workers 1` (one process) and `daemon2` with `--workers 2`, so one run shows both.
+ * `--workers 1` (one process), `daemon2` with `--workers 2`, and `native` with `--data-path native`
+ * (the C helper relays TCP on every core), so one run shows all three.
  */
-export type SubjectId = 'direct' | 'haproxy' | 'nginx' | 'naive' | 'daemon' | 'daemon2';
+export type SubjectId = 'direct' | 'haproxy' | 'nginx' | 'naive' | 'daemon' | 'daemon2' | 'native';
 
 /** Every subject in table order; direct first because every ratio is to it. */
 export const SUBJECTS: readonly SubjectId[] = [
@@ -19,6 +20,7 @@ export const SUBJECTS: readonly SubjectId[] = [
   'naive',
   'daemon',
   'daemon2',
+  'native',
 ];
 
 /** Column headings. */
@@ -29,6 +31,7 @@ export const SUBJECT_LABELS: Readonly<Record<SubjectId, string>> = {
   naive: 'naive Node',
   daemon: 'userspace-proxy',
   daemon2: 'userspace-proxy, 2 workers',
+  native: 'userspace-proxy, native data path',
 };
 
 /**

@@ -52,7 +52,7 @@ export const QUICK_DURATIONS: Durations = {
 /** The offered rate of the loss measures. */
 const FIXED_PPS = 50_000;
 
-const ALL_PEERS: readonly PeerId[] = ['haproxy', 'nginx', 'naive', 'daemon', 'daemon2'];
+const ALL_PEERS: readonly PeerId[] = ['haproxy', 'nginx', 'naive', 'daemon', 'daemon2', 'native'];
 
 /** `list` rotated left by `k`: the order subjects run in changes every repetition. */
 export function rotate<T>(list: readonly T[], k: number): T[] {

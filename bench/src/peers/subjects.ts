@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import {
+  DAEMON_ARGS,
   DAEMON_WORKERS,
   daemonConfig,
   daemonServices,
@@ -214,12 +215,12 @@ export async function startPeer(
   } else {
     writeFileSync(join(d, 'config.yaml'), daemonConfig(layout, id));
     writeFileSync(join(d, 'services.yaml'), daemonServices(layout, id));
-    const workers = ['--workers', String(DAEMON_WORKERS[id])];
+    const workers = ['--workers', String(DAEMON_WORKERS[id]), ...DAEMON_ARGS[id]];
     const args = [daemon.main, '--config', join(d, 'config.yaml'), ...workers, ...daemon.extraArgs];
     child = procs.server(process.execPath, args, log, d);
   }
   // Workers each load the daemon before they listen: give a daemon more time than a C server.
-  const deadline = id === 'daemon' || id === 'daemon2' ? 45_000 : undefined;
+  const deadline = id === 'daemon' || id === 'daemon2' || id === 'native' ? 45_000 : undefined;
   const problem = await waitListening(child, ip, TCP_PORTS, udp ? UDP_PORTS : [], deadline);
   if (problem || child.pid === undefined) {
     await procs.stop(child);

@@ -3,24 +3,15 @@
  * MTU, and the write that must not be refused. One place, because a mismatch between them stalled
  * associations (see maxFragmentBytes).
  */
+import type { DataChunk } from './chunk-types.js';
 import type { PacketWriter } from './codec.js';
-
-/** What a DATA chunk's header and payload are made of (the sender's OutChunk has these). */
-export interface DataChunkFields {
-  readonly flags: number;
-  readonly tsn: number;
-  readonly streamId: number;
-  readonly ssn: number;
-  readonly ppid: number;
-  readonly data: Buffer;
-}
 
 /**
  * Bytes a DATA chunk takes in a packet: its 16-byte header and data, padded to 4 bytes (RFC 9260
  * §3.2). The room check must use the padded size: a chunk that fits unpadded but not padded is
  * refused by the packet writer.
  */
-export function chunkBytes(c: DataChunkFields): number {
+export function chunkBytes(c: DataChunk): number {
   return (c.data.length + 16 + 3) & ~3;
 }
 
@@ -29,7 +20,7 @@ export function chunkBytes(c: DataChunkFields): number {
  * chunk counted as sent that never went out (a stall until the T3 timer, or for ever if it can
  * never fit): it is an internal error, which aborts the association loudly.
  */
-export function put(w: PacketWriter, c: DataChunkFields): void {
+export function put(w: PacketWriter, c: DataChunk): void {
   if (!w.data(c.flags, c.tsn, c.streamId, c.ssn, c.ppid, c.data)) {
     throw new Error(`DATA chunk of ${c.data.length} bytes does not fit an empty packet`);
   }
