@@ -18,6 +18,10 @@
  *   'S' set-limits     u32 maxConnections, u32 keepAliveMs, u32 idleTimeoutMs, u32 halfCloseTimeoutMs
  *   'L' listen         u32 listener, u16 port, u32 backlog, addr          -> 'l'
  *   'X' close-listener u32 listener                                        -> 'x'
+ *   'P' picks          u32 listener, u8 thread, u32 epoch, u32 timeoutMs, u16 count,
+ *                      count x (u16 port, addr): endpoints Node picked ahead for that thread's
+ *                      accepts on the listener. A new epoch empties the ring first; the ring holds
+ *                      at most RING picks (Node never sends more than it has room for). -> 'p'
  * Node -> helper, on the pipe of the connection's thread (the low 6 bits of its id)
  *   'D' dial           u64 conn, u32 attempt, u32 timeoutMs, u16 port, addr -> 'd'
  *   'K' cancel         u64 conn, u32 attempt (the attempt is reset; once relaying, the connection)
@@ -26,7 +30,11 @@
  *   'H' hello          u32 threads, u32 maxConnections
  *   'l' listening      u32 listener, i32 errno (0: ok), u16 bound port
  *   'x' unlistened     u32 listener (every thread closed its socket of it)
+ *   'p' picks taken    u32 listener, u8 thread, u32 epoch: the thread's ring holds that epoch's
+ *                      picks from now on (an accept after this never dials an older one)
  *   'a' accepted       u64 conn, u32 listener, u16 client port, client addr
+ *                      [, u32 epoch, u16 endpoint port, endpoint addr: the pick the helper took
+ *                      and dials at once as attempt 1 with the ring's timeoutMs; its 'd' follows]
  *   'r' refused        u32 listener, u8 reason (1: the helper's connection cap)
  *   'e' accept-error   u32 listener, i32 errno (accepting paused with back-off)
  *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected and relaying; ETIMEDOUT
@@ -65,6 +73,7 @@
 #define MAX_FRAME (1 << 16)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
+#define RING 32
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
 enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED };
@@ -90,12 +99,18 @@ struct conn {
   int64_t last_ms;
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
 };
-struct listener { int kind; int fd; uint32_t lid; struct listener *next; };
+/* An endpoint picked ahead by Node (sockaddr_in6 holds a sockaddr_in as well). */
+struct pick { struct sockaddr_in6 a; socklen_t len; };
+struct listener {
+  int kind; int fd; uint32_t lid; struct listener *next;
+  struct pick *ring; uint32_t rhead, rcount, epoch, timeout_ms; /* picks for this thread's accepts */
+};
 struct cmd {
   uint8_t type, reset;
   int *left; /* 'X': threads still to close their socket; the last one says 'x' */
   uint64_t conn;
-  uint32_t attempt, lid, timeout_ms;
+  uint32_t attempt, lid, timeout_ms, epoch, npicks;
+  struct pick *picks; /* 'P': malloc'd by the main thread, freed by the worker */
   int fd;
   struct sockaddr_storage sa;
   socklen_t salen;
@@ -572,7 +587,23 @@ static void on_accept(struct thread *t, struct listener *l) {
     put32(b, l->lid);
     put16(b, addr_port(&sa));
     put_addr(b, &sa);
+    if (l->rcount == 0) { frame_end(b, at); continue; }
+    /* a pick made ahead: dial at once, no round trip through Node */
+    struct pick *p = &l->ring[l->rhead];
+    l->rhead = (l->rhead + 1) % RING;
+    l->rcount--;
+    struct cmd m;
+    memset(&m, 0, sizeof m);
+    memcpy(&m.sa, &p->a, p->len);
+    m.salen = p->len;
+    m.conn = conn_id(t, c);
+    m.attempt = 1;
+    m.timeout_ms = l->timeout_ms;
+    put32(b, l->epoch);
+    put16(b, addr_port(&m.sa));
+    put_addr(b, &m.sa);
     frame_end(b, at);
+    dial(t, c, &m);
   }
 }
 
@@ -589,6 +620,24 @@ static void run_cmd(struct thread *t, struct cmd *m) {
     t->listeners = l;
     return;
   }
+  if (m->type == 'P') {
+    struct listener *l = t->listeners;
+    while (l != NULL && l->lid != m->lid) l = l->next;
+    if (l != NULL && l->ring == NULL) l->ring = malloc(RING * sizeof *l->ring);
+    if (l != NULL && l->ring != NULL) {
+      if (l->epoch != m->epoch) { l->epoch = m->epoch; l->rhead = l->rcount = 0; }
+      l->timeout_ms = m->timeout_ms;
+      for (uint32_t i = 0; i < m->npicks && l->rcount < RING; i++, l->rcount++)
+        l->ring[(l->rhead + l->rcount) % RING] = m->picks[i];
+      size_t at = frame_begin(&t->out, 'p');
+      put32(&t->out, m->lid);
+      put8(&t->out, (uint8_t)t->index);
+      put32(&t->out, m->epoch);
+      frame_end(&t->out, at);
+    }
+    free(m->picks);
+    return;
+  }
   if (m->type == 'X') {
     for (struct listener **p = &t->listeners; *p; p = &(*p)->next) {
       if ((*p)->lid != m->lid) continue;
@@ -596,6 +645,9 @@ static void run_cmd(struct thread *t, struct cmd *m) {
       *p = l->next;
       close(l->fd);
       l->fd = -1;
+      free(l->ring);
+      l->ring = NULL;
+      l->rcount = 0;
       l->next = t->dead_listeners;
       t->dead_listeners = l;
       break;
@@ -871,6 +923,29 @@ static void command(const unsigned char *p, uint32_t n, int *touched) {
     do_listen(lid, &m.sa, m.salen, backlog > 65535 ? 65535 : (int)backlog);
     return;
   }
+  if (type == 'P' && n >= 16) {
+    m.lid = get32(p);
+    uint32_t ti = p[4];
+    m.epoch = get32(p + 5);
+    m.timeout_ms = get32(p + 9);
+    uint32_t count = get16(p + 13);
+    const unsigned char *q = p + 15;
+    if (ti >= (uint32_t)nthreads || count > RING) goto bad;
+    m.picks = malloc((count ? count : 1) * sizeof *m.picks);
+    if (m.picks == NULL) die("out of memory");
+    for (uint32_t i = 0; i < count; i++) {
+      struct sockaddr_storage sa;
+      socklen_t len;
+      if (end - q < 3 || get_addr(q + 2, end, get16(q), &sa, &len) < 0) { free(m.picks); goto bad; }
+      memcpy(&m.picks[i].a, &sa, len);
+      m.picks[i].len = len;
+      q += 3 + q[2];
+    }
+    m.npicks = count;
+    push(&threads[ti], &m);
+    touched[ti] = 1;
+    return;
+  }
   if (type == 'X' && n >= 5) {
     m.lid = get32(p);
     m.left = malloc(sizeof *m.left);
@@ -879,6 +954,7 @@ static void command(const unsigned char *p, uint32_t n, int *touched) {
     for (int i = 0; i < nthreads; i++) { push(&threads[i], &m); touched[i] = 1; }
     return;
   }
+bad:
   fprintf(stderr, "tcp-relay-helper: malformed frame type %u length %u\n", type, n);
 }
 
