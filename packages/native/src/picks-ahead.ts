@@ -13,6 +13,9 @@ import { PICK_RING } from './relay-protocol.js';
 
 type Target = { readonly host: string; readonly port: number };
 
+/** The least time between two re-picks caused by failed first picks, ms. */
+const REPICK_AFTER_FAILURE_MS = 100;
+
 /** See the module comment. */
 export class PicksAhead {
   readonly #engine: NativeTcpEngine;
@@ -26,6 +29,7 @@ export class PicksAhead {
   /** Per thread, the epoch the helper said it holds ('p'). */
   #taken: number[] = [];
   #stopped = false;
+  #lastRepick = Number.NEGATIVE_INFINITY;
   readonly #targets = new Map<string, Target | null>();
 
   constructor(
@@ -46,7 +50,7 @@ export class PicksAhead {
     this.#epoch = (this.#epoch % 0xffff_fffe) + 1;
     const threads = this.#engine.helperThreads;
     this.#have = new Array<number>(threads).fill(0);
-    for (let t = 0; t < threads; t++) this.#send(t, PICK_RING);
+    for (let t = 0; t < threads; t++) this.#send(t, PICK_RING, true);
   }
 
   /** An accept on `thread` used a pick of ring `epoch`: tops that thread up once half is used. */
@@ -55,6 +59,28 @@ export class PicksAhead {
     const have = (this.#have[thread] ?? 1) - 1;
     this.#have[thread] = have;
     if (have <= PICK_RING / 2) this.#send(thread, PICK_RING - have);
+  }
+
+  /**
+   * An accept on `thread` found its ring empty (the per-accept path served it): the balancer may
+   * have learnt the Service or its endpoints with no change reported to this socket (a Proxier
+   * registers a Service with its balancer after opening its socket), so the thread is topped up.
+   */
+  missed(thread: number): void {
+    if (this.#stopped || thread >= this.#have.length) return;
+    const have = this.#have[thread] ?? 0;
+    if (have <= PICK_RING / 2) this.#send(thread, PICK_RING - have);
+  }
+
+  /**
+   * A first pick failed: the balancer has heard of it (outlier ejection may have taken the endpoint
+   * out of the rotation), so the rings are picked afresh, at most every {@link REPICK_AFTER_FAILURE_MS}.
+   */
+  failed(): void {
+    const now = performance.now();
+    if (now - this.#lastRepick < REPICK_AFTER_FAILURE_MS) return;
+    this.#lastRepick = now;
+    this.refill();
   }
 
   /** The helper died: its rings are gone; {@link refill} after it listens again. */
@@ -86,7 +112,8 @@ export class PicksAhead {
     this.#stopped = true;
   }
 
-  #send(thread: number, n: number): void {
+  /** Sends up to `n` fresh picks to `thread`; none are sent, unless `always`, when none are found. */
+  #send(thread: number, n: number, always = false): void {
     const picks: Target[] = [];
     for (let i = 0; i < n; i++) {
       let endpoint: string;
@@ -99,8 +126,8 @@ export class PicksAhead {
       if (target !== null) picks.push(target);
     }
     this.#have[thread] = (this.#have[thread] ?? 0) + picks.length;
-    // An empty 'P' still matters in a new epoch: it empties the ring of the old endpoints.
-    this.#engine.picks(this.#listener, thread, this.#epoch, picks);
+    // An empty 'P' matters in a new epoch only: it empties the ring of the old endpoints.
+    if (picks.length > 0 || always) this.#engine.picks(this.#listener, thread, this.#epoch, picks);
   }
 
   /** "ip:port" as host and port; null for what the per-accept path would fail as invalid. */

@@ -52,11 +52,14 @@ function endpointsOf(list: string[]): Endpoints {
   };
 }
 
-async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None') {
+async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', late = false) {
   const lb = new RoundRobinLoadBalancer({ outlierEjection: { consecutiveFailures: 0 } });
-  lb.newService(servicePort, affinity, 0);
   let current = endpointsOf(first);
-  lb.onEndpointsAdd(current);
+  const learn = (): void => {
+    lb.newService(servicePort, affinity, 0);
+    lb.onEndpointsAdd(current);
+  };
+  if (!late) learn();
   const f: NativeTcpFactory = withNativeTcp(createProxySocketFactory(), { threads: 2 });
   cleanup.push(() => f.close());
   const ctx = createSocketContext({
@@ -91,7 +94,7 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None') {
     c.end('hi');
     return (await done).data.toString();
   };
-  return { f, socket, settled, change, hello };
+  return { f, socket, settled, change, hello, learn };
 }
 
 function recordOpens(): ConnectionOpenMessage[] {
@@ -151,6 +154,17 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     expect(new Set(errors)).toEqual(new Set([deadEndpoint]));
     // Every failed first pick was retried by Node: one 'D' per failure.
     expect(f.counters.dialsAsked).toBe(errors.length);
+  });
+
+  it('tops a thread up when an accept finds its ring empty (the balancer learnt the Service after the socket opened)', async () => {
+    const a = await backend();
+    const { f, learn, hello } = await setup([a.endpoint], 'None', true);
+    learn(); // as a Proxier does after opening the socket, with no endpoints change to report
+    for (let i = 0; i < 20; i++) expect(await hello()).toBe('hi');
+    expect(a.accepted).toBe(20);
+    // The first accept of each thread (two threads) went the per-accept way and refilled its ring.
+    expect(f.counters.dialsAsked).toBeLessThanOrEqual(2);
+    expect(f.counters.dialsAhead).toBe(20 - f.counters.dialsAsked);
   });
 
   it('keeps session affinity on the per-accept path: sticky, no picks ahead', async () => {

@@ -205,6 +205,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   onAccepted(conn: NativeConnection): void {
     this.#active++;
     if (conn.pickEpoch !== 0) this.#ahead?.used(connThread(conn.id), conn.pickEpoch);
+    else this.#ahead?.missed(connThread(conn.id));
     if (this.#closed) {
       this.#engine.closeConnection(conn, false);
       return;
@@ -267,6 +268,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       this.#dialed(conn);
       return;
     }
+    this.#ahead?.failed();
     const error = errnoError('connect', errnoName(errno), '(attempt 1 of a native connection)');
     this.#dial(conn, { endpoint: conn.endpoint, error });
   }
