@@ -73,7 +73,7 @@
 #define MAX_FRAME (1 << 16)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
-#define RING 32
+#define RING 64
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
 enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED };
@@ -97,6 +97,7 @@ struct conn {
   uint32_t slot, gen, attempt, lid;
   int state;
   int64_t last_ms;
+  int keepalive; /* the endpoint socket has keep-alive (set by the sweep, once it lived a second) */
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
 };
 /* An endpoint picked ahead by Node (sockaddr_in6 holds a sockaddr_in as well). */
@@ -372,6 +373,8 @@ static int pump(struct thread *t, struct conn *c, int i) {
     if (d->eof) {
       if (!d->shut) {
         d->shut = 1;
+        /* the other way is done too: the connection closes now, and close(2) sends this FIN */
+        if (c->d[1 - i].shut) return 0;
         if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return gone_dst;
       }
       return 0;
@@ -474,16 +477,24 @@ static void drop_attempt(struct conn *c) {
   c->state = S_ACCEPTED;
 }
 
-static void on_dialed(struct thread *t, struct conn *c) {
+/*
+ * The attempt's socket reported. Writable with no error or hang-up is connected: SO_ERROR is read
+ * only otherwise. Keep-alive is not set here: the sweep sets it on connections that lived a second
+ * (a probe comes after keepAliveMs of silence, 15 s by default), so a short connection costs four
+ * setsockopt calls fewer.
+ */
+static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   int err = 0;
   socklen_t len = sizeof err;
-  if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  if ((events & (EPOLLERR | EPOLLHUP)) || !(events & EPOLLOUT)) {
+    if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (err == 0 && !(events & EPOLLOUT)) err = ECONNRESET;
+  }
   reply_dialed(t, c, err);
   if (err != 0) {
     drop_attempt(c);
     return;
   }
-  set_keepalive(c->s[1].fd);
   c->state = S_RELAY;
   c->last_ms = now_ms();
   c->next = t->relaying;
@@ -750,9 +761,11 @@ static void read_commands(struct thread *t) {
 
 static void sweep(struct thread *t, int64_t now) {
   int idle = __atomic_load_n(&idle_ms, __ATOMIC_RELAXED), half = __atomic_load_n(&half_ms, __ATOMIC_RELAXED);
-  if (idle <= 0 && half <= 0) return;
+  int ka = __atomic_load_n(&keepalive_ms, __ATOMIC_RELAXED) > 0;
+  if (idle <= 0 && half <= 0 && !ka) return;
   for (struct conn *c = t->relaying, *next; c; c = next) {
     next = c->next;
+    if (ka && !c->keepalive) { c->keepalive = 1; set_keepalive(c->s[1].fd); }
     int64_t quiet = now - c->last_ms;
     if (half > 0 && (c->d[0].eof || c->d[1].eof) && quiet >= half) conn_close(t, c, HOW_HALF_CLOSE, 1, 1);
     else if (idle > 0 && quiet >= idle) conn_close(t, c, HOW_IDLE, 1, 1);
@@ -788,7 +801,7 @@ static void *loop(void *arg) {
       struct conn *c = s->c;
       if (c->state == S_CLOSED || s->fd < 0) continue;
       if (c->state == S_DIALING && s->index == 1) {
-        on_dialed(t, c);
+        on_dialed(t, c, evs[i].events);
       } else if (c->state == S_RELAY) {
         int err = 0;
         socklen_t len = sizeof err;

@@ -13,6 +13,9 @@ import { PICK_RING } from './relay-protocol.js';
 
 type Target = { readonly host: string; readonly port: number };
 
+/** Picks left in a thread's ring (as Node counts them) at which it is topped up. */
+const TOP_UP_AT = (PICK_RING * 3) / 4;
+
 /** The least time between two re-picks caused by failed first picks, ms. */
 const REPICK_AFTER_FAILURE_MS = 100;
 
@@ -58,7 +61,8 @@ export class PicksAhead {
     if (this.#stopped || epoch !== this.#epoch) return;
     const have = (this.#have[thread] ?? 1) - 1;
     this.#have[thread] = have;
-    if (have <= PICK_RING / 2) this.#send(thread, PICK_RING - have);
+    // Topped up every quarter: a helper thread accepts up to 64 connections in one turn.
+    if (have <= TOP_UP_AT) this.#send(thread, PICK_RING - have);
   }
 
   /**

@@ -70,7 +70,7 @@ export interface RelayHelperEvents {
 export const MAX_THREADS = 64;
 
 /** Picks a helper thread holds per listener (RING in the C source). */
-export const PICK_RING = 32;
+export const PICK_RING = 64;
 
 const SOURCE = fileURLToPath(new URL('../native/tcp-relay-helper.c', import.meta.url));
 const FLAGS = ['-O2', '-Wall', '-Wextra', '-Werror', '-pthread'] as const;
