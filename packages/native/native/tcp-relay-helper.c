@@ -18,6 +18,10 @@
  *   'S' set-limits     u32 maxConnections, u32 keepAliveMs, u32 idleTimeoutMs, u32 halfCloseTimeoutMs
  *   'L' listen         u32 listener, u16 port, u32 backlog, addr          -> 'l'
  *   'X' close-listener u32 listener                                        -> 'x'
+ *   'P' picks          u32 listener, u8 thread, u32 epoch, u32 timeoutMs, u16 count,
+ *                      count x (u16 port, addr): endpoints Node picked ahead for that thread's
+ *                      accepts on the listener. A new epoch empties the ring first; the ring holds
+ *                      at most RING picks (Node never sends more than it has room for). -> 'p'
  * Node -> helper, on the pipe of the connection's thread (the low 6 bits of its id)
  *   'D' dial           u64 conn, u32 attempt, u32 timeoutMs, u16 port, addr -> 'd'
  *   'K' cancel         u64 conn, u32 attempt (the attempt is reset; once relaying, the connection)
@@ -26,7 +30,11 @@
  *   'H' hello          u32 threads, u32 maxConnections
  *   'l' listening      u32 listener, i32 errno (0: ok), u16 bound port
  *   'x' unlistened     u32 listener (every thread closed its socket of it)
+ *   'p' picks taken    u32 listener, u8 thread, u32 epoch: the thread's ring holds that epoch's
+ *                      picks from now on (an accept after this never dials an older one)
  *   'a' accepted       u64 conn, u32 listener, u16 client port, client addr
+ *                      [, u32 epoch, u16 endpoint port, endpoint addr: the pick the helper took
+ *                      and dials at once as attempt 1 with the ring's timeoutMs; its 'd' follows]
  *   'r' refused        u32 listener, u8 reason (1: the helper's connection cap)
  *   'e' accept-error   u32 listener, i32 errno (accepting paused with back-off)
  *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected and relaying; ETIMEDOUT
@@ -65,6 +73,7 @@
 #define MAX_FRAME (1 << 16)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
+#define RING 64
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
 enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED };
@@ -88,14 +97,21 @@ struct conn {
   uint32_t slot, gen, attempt, lid;
   int state;
   int64_t last_ms;
+  int keepalive; /* the endpoint socket has keep-alive (set by the sweep, once it lived a second) */
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
 };
-struct listener { int kind; int fd; uint32_t lid; struct listener *next; };
+/* An endpoint picked ahead by Node (sockaddr_in6 holds a sockaddr_in as well). */
+struct pick { struct sockaddr_in6 a; socklen_t len; };
+struct listener {
+  int kind; int fd; uint32_t lid; struct listener *next;
+  struct pick *ring; uint32_t rhead, rcount, epoch, timeout_ms; /* picks for this thread's accepts */
+};
 struct cmd {
   uint8_t type, reset;
   int *left; /* 'X': threads still to close their socket; the last one says 'x' */
   uint64_t conn;
-  uint32_t attempt, lid, timeout_ms;
+  uint32_t attempt, lid, timeout_ms, epoch, npicks;
+  struct pick *picks; /* 'P': malloc'd by the main thread, freed by the worker */
   int fd;
   struct sockaddr_storage sa;
   socklen_t salen;
@@ -357,6 +373,8 @@ static int pump(struct thread *t, struct conn *c, int i) {
     if (d->eof) {
       if (!d->shut) {
         d->shut = 1;
+        /* the other way is done too: the connection closes now, and close(2) sends this FIN */
+        if (c->d[1 - i].shut) return 0;
         if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN) return gone_dst;
       }
       return 0;
@@ -459,16 +477,24 @@ static void drop_attempt(struct conn *c) {
   c->state = S_ACCEPTED;
 }
 
-static void on_dialed(struct thread *t, struct conn *c) {
+/*
+ * The attempt's socket reported. Writable with no error or hang-up is connected: SO_ERROR is read
+ * only otherwise. Keep-alive is not set here: the sweep sets it on connections that lived a second
+ * (a probe comes after keepAliveMs of silence, 15 s by default), so a short connection costs four
+ * setsockopt calls fewer.
+ */
+static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   int err = 0;
   socklen_t len = sizeof err;
-  if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  if ((events & (EPOLLERR | EPOLLHUP)) || !(events & EPOLLOUT)) {
+    if (getsockopt(c->s[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (err == 0 && !(events & EPOLLOUT)) err = ECONNRESET;
+  }
   reply_dialed(t, c, err);
   if (err != 0) {
     drop_attempt(c);
     return;
   }
-  set_keepalive(c->s[1].fd);
   c->state = S_RELAY;
   c->last_ms = now_ms();
   c->next = t->relaying;
@@ -572,7 +598,23 @@ static void on_accept(struct thread *t, struct listener *l) {
     put32(b, l->lid);
     put16(b, addr_port(&sa));
     put_addr(b, &sa);
+    if (l->rcount == 0) { frame_end(b, at); continue; }
+    /* a pick made ahead: dial at once, no round trip through Node */
+    struct pick *p = &l->ring[l->rhead];
+    l->rhead = (l->rhead + 1) % RING;
+    l->rcount--;
+    struct cmd m;
+    memset(&m, 0, sizeof m);
+    memcpy(&m.sa, &p->a, p->len);
+    m.salen = p->len;
+    m.conn = conn_id(t, c);
+    m.attempt = 1;
+    m.timeout_ms = l->timeout_ms;
+    put32(b, l->epoch);
+    put16(b, addr_port(&m.sa));
+    put_addr(b, &m.sa);
     frame_end(b, at);
+    dial(t, c, &m);
   }
 }
 
@@ -589,6 +631,24 @@ static void run_cmd(struct thread *t, struct cmd *m) {
     t->listeners = l;
     return;
   }
+  if (m->type == 'P') {
+    struct listener *l = t->listeners;
+    while (l != NULL && l->lid != m->lid) l = l->next;
+    if (l != NULL && l->ring == NULL) l->ring = malloc(RING * sizeof *l->ring);
+    if (l != NULL && l->ring != NULL) {
+      if (l->epoch != m->epoch) { l->epoch = m->epoch; l->rhead = l->rcount = 0; }
+      l->timeout_ms = m->timeout_ms;
+      for (uint32_t i = 0; i < m->npicks && l->rcount < RING; i++, l->rcount++)
+        l->ring[(l->rhead + l->rcount) % RING] = m->picks[i];
+      size_t at = frame_begin(&t->out, 'p');
+      put32(&t->out, m->lid);
+      put8(&t->out, (uint8_t)t->index);
+      put32(&t->out, m->epoch);
+      frame_end(&t->out, at);
+    }
+    free(m->picks);
+    return;
+  }
   if (m->type == 'X') {
     for (struct listener **p = &t->listeners; *p; p = &(*p)->next) {
       if ((*p)->lid != m->lid) continue;
@@ -596,6 +656,9 @@ static void run_cmd(struct thread *t, struct cmd *m) {
       *p = l->next;
       close(l->fd);
       l->fd = -1;
+      free(l->ring);
+      l->ring = NULL;
+      l->rcount = 0;
       l->next = t->dead_listeners;
       t->dead_listeners = l;
       break;
@@ -698,9 +761,11 @@ static void read_commands(struct thread *t) {
 
 static void sweep(struct thread *t, int64_t now) {
   int idle = __atomic_load_n(&idle_ms, __ATOMIC_RELAXED), half = __atomic_load_n(&half_ms, __ATOMIC_RELAXED);
-  if (idle <= 0 && half <= 0) return;
+  int ka = __atomic_load_n(&keepalive_ms, __ATOMIC_RELAXED) > 0;
+  if (idle <= 0 && half <= 0 && !ka) return;
   for (struct conn *c = t->relaying, *next; c; c = next) {
     next = c->next;
+    if (ka && !c->keepalive) { c->keepalive = 1; set_keepalive(c->s[1].fd); }
     int64_t quiet = now - c->last_ms;
     if (half > 0 && (c->d[0].eof || c->d[1].eof) && quiet >= half) conn_close(t, c, HOW_HALF_CLOSE, 1, 1);
     else if (idle > 0 && quiet >= idle) conn_close(t, c, HOW_IDLE, 1, 1);
@@ -736,7 +801,7 @@ static void *loop(void *arg) {
       struct conn *c = s->c;
       if (c->state == S_CLOSED || s->fd < 0) continue;
       if (c->state == S_DIALING && s->index == 1) {
-        on_dialed(t, c);
+        on_dialed(t, c, evs[i].events);
       } else if (c->state == S_RELAY) {
         int err = 0;
         socklen_t len = sizeof err;
@@ -871,6 +936,29 @@ static void command(const unsigned char *p, uint32_t n, int *touched) {
     do_listen(lid, &m.sa, m.salen, backlog > 65535 ? 65535 : (int)backlog);
     return;
   }
+  if (type == 'P' && n >= 16) {
+    m.lid = get32(p);
+    uint32_t ti = p[4];
+    m.epoch = get32(p + 5);
+    m.timeout_ms = get32(p + 9);
+    uint32_t count = get16(p + 13);
+    const unsigned char *q = p + 15;
+    if (ti >= (uint32_t)nthreads || count > RING) goto bad;
+    m.picks = malloc((count ? count : 1) * sizeof *m.picks);
+    if (m.picks == NULL) die("out of memory");
+    for (uint32_t i = 0; i < count; i++) {
+      struct sockaddr_storage sa;
+      socklen_t len;
+      if (end - q < 3 || get_addr(q + 2, end, get16(q), &sa, &len) < 0) { free(m.picks); goto bad; }
+      memcpy(&m.picks[i].a, &sa, len);
+      m.picks[i].len = len;
+      q += 3 + q[2];
+    }
+    m.npicks = count;
+    push(&threads[ti], &m);
+    touched[ti] = 1;
+    return;
+  }
   if (type == 'X' && n >= 5) {
     m.lid = get32(p);
     m.left = malloc(sizeof *m.left);
@@ -879,6 +967,7 @@ static void command(const unsigned char *p, uint32_t n, int *touched) {
     for (int i = 0; i < nthreads; i++) { push(&threads[i], &m); touched[i] = 1; }
     return;
   }
+bad:
   fprintf(stderr, "tcp-relay-helper: malformed frame type %u length %u\n", type, n);
 }
 

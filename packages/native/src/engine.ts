@@ -7,16 +7,17 @@
 import { setMaxListeners } from 'node:events';
 import type net from 'node:net';
 import type { Logger } from '@userspace-proxy/core';
+import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { errnoError, NativeHelperError } from './errors.js';
 import { DialAttempt, type EngineSocket, NativeConnection } from './native-connection.js';
+import { RelayHelper } from './relay-helper.js';
 import {
   type CloseHow,
   errnoName,
-  RelayHelper,
   type RelayHelperEvents,
   type RelayHelperOptions,
   type RelayLimits,
-} from './relay-helper.js';
+} from './relay-protocol.js';
 
 /** Counters of one engine (one factory's helper). */
 export interface NativeTcpCounters {
@@ -30,6 +31,10 @@ export interface NativeTcpCounters {
   refusedAtCap: number;
   /** Accept errors (EMFILE…) after which a helper thread paused accepting. */
   acceptErrors: number;
+  /** Dial attempts Node asked the helper for ('D' frames: every attempt of the per-accept path, retries). */
+  dialsAsked: number;
+  /** Connections the helper dialled at once from a pick made ahead (no 'D'). */
+  dialsAhead: number;
 }
 
 /** Options of the engine (withNativeTcp's, resolved). */
@@ -52,6 +57,8 @@ export class NativeTcpEngine implements RelayHelperEvents {
     accepted: 0,
     refusedAtCap: 0,
     acceptErrors: 0,
+    dialsAsked: 0,
+    dialsAhead: 0,
   };
   readonly #opts: EngineOptions;
   #helper: RelayHelper | undefined;
@@ -162,6 +169,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     conn.state = 'dialling';
     const timeouts = this.#opts.dialTimeoutsMs;
     const timeoutMs = timeouts[Math.min(attempt.attempt, timeouts.length) - 1] ?? 0;
+    this.counters.dialsAsked++;
     h.dial(conn.id, attempt.attempt, timeoutMs, target.host, target.port);
     // The dial schedule uses on/removeListener/destroy only: an EventEmitter stands for the socket.
     return attempt as unknown as net.Socket;
@@ -211,7 +219,15 @@ export class NativeTcpEngine implements RelayHelperEvents {
 
   // ---- RelayHelperEvents ----
 
-  accepted(id: number, listener: number, address: string, port: number): void {
+  accepted(
+    id: number,
+    listener: number,
+    address: string,
+    port: number,
+    pickEpoch: number,
+    pickHost: string,
+    pickPort: number,
+  ): void {
     const socket = this.#sockets.get(listener);
     this.counters.accepted++;
     if (socket === undefined) {
@@ -219,8 +235,31 @@ export class NativeTcpEngine implements RelayHelperEvents {
       return;
     }
     const conn = new NativeConnection(id, socket, address, port);
+    if (pickEpoch !== 0) {
+      this.counters.dialsAhead++;
+      conn.pickEpoch = pickEpoch;
+      conn.attempts = 1;
+      conn.state = 'dialling';
+      conn.endpoint = joinHostPort(pickHost, pickPort);
+    }
     this.#conns.set(id, conn);
     socket.onAccepted(conn);
+  }
+
+  /** Sends picks made ahead for one helper thread's accepts on `listener` (see RelayHelper.picks). */
+  picks(
+    listener: number,
+    thread: number,
+    epoch: number,
+    picks: readonly { readonly host: string; readonly port: number }[],
+  ): void {
+    const h = this.#helper;
+    if (h === undefined || h.isExited || !this.#sockets.has(listener)) return;
+    h.picks(listener, thread, epoch, this.#opts.dialTimeoutsMs[0] ?? 0, picks);
+  }
+
+  picksTaken(listener: number, thread: number, epoch: number): void {
+    this.#sockets.get(listener)?.onPicksTaken(thread, epoch);
   }
 
   refused(listener: number): void {
@@ -235,6 +274,12 @@ export class NativeTcpEngine implements RelayHelperEvents {
 
   dialed(id: number, attempt: number, errno: number): void {
     const conn = this.#conns.get(id);
+    if (conn !== undefined && conn.pickEpoch !== 0 && attempt === 1) {
+      conn.pickEpoch = 0;
+      conn.state = errno === 0 ? 'relaying' : 'new';
+      conn.socket.onPickDialed(conn, errno);
+      return;
+    }
     const pending = conn?.pending;
     if (conn === undefined || pending === undefined || pending.attempt !== attempt) return;
     pending.settle(

@@ -14,4 +14,4 @@ export {
   buildRelayHelper,
   type CloseHow,
   type RelayHelperOptions,
-} from './relay-helper.js';
+} from './relay-protocol.js';

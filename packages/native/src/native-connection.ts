@@ -3,8 +3,32 @@
  * schedule drives in place of a `net.Socket`.
  */
 import { EventEmitter } from 'node:events';
+import type { ProxySocketOptions } from '@userspace-proxy/core';
 import type { NativeHelperError } from './errors.js';
-import type { CloseHow } from './relay-helper.js';
+import type { CloseHow } from './relay-protocol.js';
+
+/** Core's socket options with their defaults filled in. */
+export type SocketSettings = {
+  readonly [K in keyof ProxySocketOptions]-?: Exclude<ProxySocketOptions[K], undefined>;
+};
+
+/**
+ * The helper times each dial attempt out itself (precisely, whatever Node's event loop is doing),
+ * so Node's own timer runs this much later, as a safety net for a helper that stopped answering.
+ * Were Node's timer first, it would cancel an attempt the helper may have connected meanwhile.
+ */
+const NODE_DIAL_GRACE_MS = 1000;
+
+const nodeTimeoutsCache = new WeakMap<readonly number[], readonly number[]>();
+
+export function nodeTimeouts(timeouts: readonly number[]): readonly number[] {
+  let t = nodeTimeoutsCache.get(timeouts);
+  if (t === undefined) {
+    t = Object.freeze(timeouts.map((ms) => ms + NODE_DIAL_GRACE_MS));
+    nodeTimeoutsCache.set(timeouts, t);
+  }
+  return t;
+}
 
 /** What the engine needs of a socket. */
 export interface EngineSocket {
@@ -14,6 +38,10 @@ export interface EngineSocket {
   onAcceptError(error: NodeJS.ErrnoException): void;
   onHelperExit(error: NativeHelperError): void;
   onRelisten(error: unknown): void;
+  /** Attempt 1 of a connection the helper dialled from a pick made ahead ended (errno 0: relaying). */
+  onPickDialed(conn: NativeConnection, errno: number): void;
+  /** A helper thread took epoch `epoch`'s picks ('p'). */
+  onPicksTaken(thread: number, epoch: number): void;
 }
 
 /** What a dial attempt needs of the engine: to cancel it in the helper. */
@@ -35,6 +63,11 @@ export class NativeConnection {
   /** The dial attempt in flight. */
   pending: DialAttempt | undefined;
   attempts = 0;
+  /**
+   * The epoch of the pick ring the helper took this connection's endpoint from (0: none, Node
+   * dials); it stays set until that first attempt's 'd' arrives.
+   */
+  pickEpoch = 0;
 
   constructor(id: number, socket: EngineSocket, address: string, port: number) {
     this.id = id;

@@ -16,8 +16,9 @@ import {
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { type NativeTcpCounters, NativeTcpEngine } from './engine.js';
 import { NativeUnsupportedError } from './errors.js';
-import { NativeTcpProxySocket, type SocketSettings } from './proxy-socket-native.js';
-import type { RelayHelperOptions } from './relay-helper.js';
+import type { SocketSettings } from './native-connection.js';
+import { NativeTcpProxySocket } from './proxy-socket-native.js';
+import type { RelayHelperOptions } from './relay-protocol.js';
 
 /** Options of {@link withNativeTcp}. */
 export interface NativeTcpOptions extends ProxySocketOptions, RelayHelperOptions {

@@ -80,6 +80,14 @@ describe.skipIf(!HAS_CC)('a Proxier with withNativeTcp', () => {
     expect(createHash('sha256').update(data).digest('hex')).toBe(
       createHash('sha256').update(payload).digest('hex'),
     );
+    // The Proxier's round-robin balancer, no affinity: the later connections take picks made ahead.
+    for (let i = 0; i < 10; i++) {
+      const k = await connectTcp(8080, ip);
+      const r = readToEnd(k);
+      k.end('x');
+      expect((await r).data.toString()).toBe('x');
+    }
+    expect(factory.counters.dialsAhead).toBeGreaterThanOrEqual(8);
     // The Service goes away: its listener closes, and with it the last user of the helper.
     proxier.onServiceDelete(service(ip));
     await waitFor(() => factory.helperPid() === undefined, 5000, 'the helper stopped when unused');

@@ -12,7 +12,7 @@ import {
   type Logger,
   type ProxySocket,
   type ProxySocketContext,
-  type ProxySocketOptions,
+  RoundRobinLoadBalancer,
   type ServiceInfo,
   servicePortNameString,
 } from '@userspace-proxy/core';
@@ -32,32 +32,15 @@ import {
   tryConnectEndpoints,
 } from '@userspace-proxy/core/sockets';
 import type { NativeTcpEngine } from './engine.js';
-import { type NativeHelperError, NativeUnsupportedError } from './errors.js';
-import type { EngineSocket, NativeConnection } from './native-connection.js';
-import type { CloseHow } from './relay-helper.js';
-
-/** Core's socket options with their defaults filled in. */
-export type SocketSettings = {
-  readonly [K in keyof ProxySocketOptions]-?: Exclude<ProxySocketOptions[K], undefined>;
-};
-
-/**
- * The helper times each dial attempt out itself (precisely, whatever Node's event loop is doing),
- * so Node's own timer runs this much later, as a safety net for a helper that stopped answering.
- * Were Node's timer first, it would cancel an attempt the helper may have connected meanwhile.
- */
-const NODE_DIAL_GRACE_MS = 1000;
-
-const nodeTimeoutsCache = new WeakMap<readonly number[], readonly number[]>();
-
-function nodeTimeouts(timeouts: readonly number[]): readonly number[] {
-  let t = nodeTimeoutsCache.get(timeouts);
-  if (t === undefined) {
-    t = Object.freeze(timeouts.map((ms) => ms + NODE_DIAL_GRACE_MS));
-    nodeTimeoutsCache.set(timeouts, t);
-  }
-  return t;
-}
+import { errnoError, type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import {
+  type EngineSocket,
+  type NativeConnection,
+  nodeTimeouts,
+  type SocketSettings,
+} from './native-connection.js';
+import { PicksAhead } from './picks-ahead.js';
+import { type CloseHow, connThread, errnoName } from './relay-protocol.js';
 
 /** See the module comment. Made by {@link withNativeTcp}. */
 export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
@@ -73,6 +56,9 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** The dial schedule's timers in Node: the helper's timeouts plus a grace (a safety net). */
   readonly #nodeTimeoutsMs: readonly number[];
   #info: ServiceInfo | undefined;
+  /** Endpoints picked ahead for the helper (the fast path), when this Service allows it. */
+  #ahead: PicksAhead | undefined;
+  #unwatchEndpoints: (() => void) | undefined;
   #pending: NativeConnection[] = [];
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -109,6 +95,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       onAcceptError: (e) => holder.socket?.onAcceptError(e),
       onHelperExit: (e) => holder.socket?.onHelperExit(e),
       onRelisten: (e) => holder.socket?.onRelisten(e),
+      onPickDialed: (c, errno) => holder.socket?.onPickDialed(c, errno),
+      onPicksTaken: (t, epoch) => holder.socket?.onPicksTaken(t, epoch),
     };
     try {
       r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
@@ -157,12 +145,41 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     const pending = this.#pending;
     this.#pending = [];
     for (const conn of pending) if (conn.state !== 'closed') this.#handle(conn);
+    if (this.#picksAheadApply(info)) {
+      const ahead = new PicksAhead(
+        this.#engine,
+        this.#listener,
+        this.#ctx.servicePort,
+        this.#ctx.loadBalancer,
+      );
+      this.#ahead = ahead;
+      this.#unwatchEndpoints = this.#ctx.onEndpointsChanged(() => {
+        if (this.#info?.sessionAffinityType === 'ClientIP') ahead.stop();
+        else ahead.refill();
+      });
+      ahead.refill();
+    }
     return this.#loopDone;
+  }
+
+  /**
+   * Picks made ahead stand for the per-accept pick only when the pick cannot depend on the client
+   * (no session affinity, core's round-robin balancer) and when no check at accept may refuse the
+   * client (source ranges, a per-socket connection limit): the helper dials before Node sees it.
+   */
+  #picksAheadApply(info: ServiceInfo): boolean {
+    return (
+      info.sessionAffinityType !== 'ClientIP' &&
+      this.#ctx.loadBalancer instanceof RoundRobinLoadBalancer &&
+      this.#allowed === undefined &&
+      this.#opts.maxConnections === 0
+    );
   }
 
   close(): Promise<void> {
     if (this.#closing !== undefined) return this.#closing;
     this.#closed = true;
+    this.#unwatchEndpoints?.();
     this.#closing = this.#engine.closeListener(this.#listener);
     for (const conn of this.#pending) this.#engine.closeConnection(conn, false);
     this.#pending = [];
@@ -187,6 +204,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** @internal EngineSocket */
   onAccepted(conn: NativeConnection): void {
     this.#active++;
+    if (conn.pickEpoch !== 0) this.#ahead?.used(connThread(conn.id), conn.pickEpoch);
+    else this.#ahead?.missed(connThread(conn.id));
     if (this.#closed) {
       this.#engine.closeConnection(conn, false);
       return;
@@ -217,6 +236,48 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       this.#engine.closeConnection(conn, false);
       return;
     }
+    if (conn.pickEpoch !== 0) return; // the helper dials a pick made ahead: onPickDialed follows
+    this.#dial(conn, undefined);
+  }
+
+  /** @internal EngineSocket */
+  onPicksTaken(thread: number, epoch: number): void {
+    this.#ahead?.taken(thread, epoch);
+  }
+
+  /**
+   * The fast path's state, for tests and diagnostics: the epoch of the current picks and, per helper
+   * thread, the epoch whose picks it holds (an endpoint change has reached every thread once they
+   * are equal); undefined when this socket takes the per-accept path.
+   */
+  picksAhead(): { epoch: number; taken: readonly number[] } | undefined {
+    return this.#ahead?.state();
+  }
+
+  /** @internal EngineSocket */
+  onPickDialed(conn: NativeConnection, errno: number): void {
+    if (conn.state === 'closed') return;
+    const lb = this.#ctx.loadBalancer;
+    if (errno === 0) {
+      // What the dial schedule tells the balancer on a connect (outlier records are cleared).
+      try {
+        lb.reportDialResult?.(this.#ctx.servicePort, conn.endpoint, true);
+      } catch (error) {
+        this.#log.debug('reportDialResult failed', error);
+      }
+      this.#dialed(conn);
+      return;
+    }
+    this.#ahead?.failed();
+    const error = errnoError('connect', errnoName(errno), '(attempt 1 of a native connection)');
+    this.#dial(conn, { endpoint: conn.endpoint, error });
+  }
+
+  /** Core's dial schedule; after a failed pick made ahead, from attempt 2 on. */
+  #dial(
+    conn: NativeConnection,
+    failedFirst: { endpoint: string; error: unknown } | undefined,
+  ): void {
     const engine = this.#engine;
     tryConnectEndpoints(
       this.#ctx.servicePort,
@@ -227,6 +288,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
         timeoutsMs: this.#nodeTimeoutsMs,
         logger: this.#log,
         signal: engine.signal,
+        ...(failedFirst === undefined ? {} : { failedFirst }),
         connect: (target) => {
           conn.endpoint = joinHostPort(target.host, target.port);
           return engine.attempt(conn, target);
@@ -268,6 +330,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   /** @internal EngineSocket */
   onClosed(conn: NativeConnection, how: CloseHow): void {
+    if (conn.pickEpoch !== 0) conn.endpoint = ''; // closed while the helper dialled its pick
     if (conn.endpoint !== '' && how !== 'helper-exit' && channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
         service: this.#name,
@@ -298,12 +361,14 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   /** @internal EngineSocket */
   onHelperExit(error: NativeHelperError): void {
+    this.#ahead?.reset();
     if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
   }
 
   /** @internal EngineSocket */
   onRelisten(error: unknown): void {
     if (this.#closed) return;
+    if (error === undefined) this.#ahead?.refill(); // the new helper's rings start empty
     if (error === undefined) this.#log.info(`accepting again on ${this.#describe()}`);
     else this.#log.error(`listening again on ${this.#describe()} failed`, error);
   }

@@ -6,80 +6,21 @@
  * what they mean for sockets and connections is engine.ts's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { availableParallelism, constants } from 'node:os';
+import { availableParallelism } from 'node:os';
 import type { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { buildNativeHelper } from '@userspace-proxy/core/sockets';
 import { NativeHelperError } from './errors.js';
-
-/** How the helper is found and run. */
-export interface RelayHelperOptions {
-  /** A prebuilt helper binary. Default: `native/tcp-relay-helper.c` compiled into `native/build/`. */
-  readonly helperPath?: string;
-  /** C compiler of the on-demand build. Default `cc`. */
-  readonly compiler?: string;
-  /** Event-loop threads of the helper (at most 64). Default 0: `os.availableParallelism()`. */
-  readonly threads?: number;
-  /** How long the helper may take to start and say hello, ms. Default 10 000. */
-  readonly startTimeoutMs?: number;
-}
-
-/** The limits a helper enforces (the 'S' frame). */
-export interface RelayLimits {
-  readonly maxConnections: number;
-  readonly keepAliveMs: number;
-  readonly idleTimeoutMs: number;
-  readonly halfCloseTimeoutMs: number;
-}
-
-/** How a relayed connection ended, from the helper's 'c' frame. */
-export const CLOSE_HOW = [
-  'done',
-  'client-reset',
-  'endpoint-reset',
-  'closed',
-  'reset',
-  'idle-timeout',
-  'half-close-timeout',
-  'error',
-] as const;
-/** One of {@link CLOSE_HOW}, or `helper-exit` when the helper died under the connection. */
-export type CloseHow = (typeof CLOSE_HOW)[number] | 'helper-exit';
-
-/** What the helper reports; engine.ts implements it. */
-export interface RelayHelperEvents {
-  accepted(conn: number, listener: number, address: string, port: number): void;
-  refused(listener: number): void;
-  acceptError(listener: number, errno: number): void;
-  dialed(conn: number, attempt: number, errno: number): void;
-  closed(conn: number, bytesIn: number, bytesOut: number, how: CloseHow): void;
-  exited(why: string): void;
-}
-
-/** The most threads a helper runs: a connection id names its thread in 6 bits. */
-const MAX_THREADS = 64;
-
-const SOURCE = fileURLToPath(new URL('../native/tcp-relay-helper.c', import.meta.url));
-const FLAGS = ['-O2', '-Wall', '-Wextra', '-Werror', '-pthread'] as const;
-
-/** Compiles the helper once per source version (core's `buildNativeHelper`). */
-export function buildRelayHelper(compiler = 'cc'): Promise<string> {
-  return buildNativeHelper({
-    source: SOURCE,
-    outDir: fileURLToPath(new URL('../native/build/', import.meta.url)),
-    name: 'tcp-relay-helper',
-    compiler,
-    flags: FLAGS,
-  }).catch((cause: unknown) => {
-    throw new NativeHelperError(cause instanceof Error ? cause.message : String(cause), { cause });
-  });
-}
-
-/** Name of an errno number (`ECONNREFUSED`), or `errno N`. */
-export function errnoName(n: number): string {
-  for (const [name, v] of Object.entries(constants.errno)) if (v === n) return name;
-  return `errno ${n}`;
-}
+import {
+  buildRelayHelper,
+  CLOSE_HOW,
+  MAX_THREADS,
+  PICK_RING,
+  type RelayHelperEvents,
+  type RelayHelperOptions,
+  type RelayLimits,
+  readId,
+  threadPipe,
+  writeId,
+} from './relay-protocol.js';
 
 /** One running helper process; made by {@link RelayHelper.start}. */
 export class RelayHelper {
@@ -217,6 +158,36 @@ export class RelayHelper {
   }
 
   /**
+   * 'P': endpoints picked ahead for thread `thread`'s accepts on `listener`, dialled there at once
+   * with `timeoutMs`; a new `epoch` replaces the thread's ring, the same one appends to it.
+   * At most {@link PICK_RING} picks, hosts as IP text.
+   */
+  picks(
+    listener: number,
+    thread: number,
+    epoch: number,
+    timeoutMs: number,
+    picks: readonly { readonly host: string; readonly port: number }[],
+  ): void {
+    let size = 0;
+    for (const p of picks) size += 3 + p.host.length;
+    const f = this.#frame(0x50, 15 + size);
+    f.writeUInt32BE(listener, 5);
+    f[9] = thread;
+    f.writeUInt32BE(epoch >>> 0, 10);
+    f.writeUInt32BE(Math.min(Math.ceil(timeoutMs), 0x7fffffff) >>> 0, 14);
+    f.writeUInt16BE(picks.length, 18);
+    let at = 20;
+    for (const p of picks) {
+      f.writeUInt16BE(p.port, at);
+      f[at + 2] = p.host.length;
+      f.write(p.host, at + 3, 'latin1');
+      at += 3 + p.host.length;
+    }
+    this.#push(0, f);
+  }
+
+  /**
    * 'D': one dial attempt of `conn`, given up by the helper after `timeoutMs` (0: never);
    * answered by `dialed`. Once connected the helper relays at once.
    */
@@ -306,12 +277,19 @@ export class RelayHelper {
     switch (b[off]) {
       case 0x61: // 'a' accepted
         if (len >= 16) {
-          const n = b[off + 15] as number;
+          const n = Math.min(b[off + 15] as number, len - 16);
+          // A pick dialled at once: u32 epoch, u16 port, addr after the client's address.
+          const p = off + 16 + n;
+          const picked = len >= 16 + n + 7;
+          const pn = picked ? Math.min(b[p + 6] as number, len - 16 - n - 7) : 0;
           e.accepted(
             readId(b, off + 1),
             b.readUInt32BE(off + 9),
-            b.toString('latin1', off + 16, off + 16 + Math.min(n, len - 16)),
+            b.toString('latin1', off + 16, p),
             b.readUInt16BE(off + 13),
+            picked ? b.readUInt32BE(p) : 0,
+            picked ? b.toString('latin1', p + 7, p + 7 + pn) : '',
+            picked ? b.readUInt16BE(p + 4) : 0,
           );
         }
         return;
@@ -345,6 +323,10 @@ export class RelayHelper {
           done?.();
         }
         return;
+      case 0x70: // 'p' picks taken
+        if (len >= 10)
+          e.picksTaken(b.readUInt32BE(off + 1), b[off + 5] as number, b.readUInt32BE(off + 6));
+        return;
       case 0x72: // 'r' refused at the helper's cap
         if (len >= 6) e.refused(b.readUInt32BE(off + 1));
         return;
@@ -356,19 +338,4 @@ export class RelayHelper {
         return;
     }
   }
-}
-
-/** The pipe of a connection's thread: its id's low 6 bits name the thread. */
-function threadPipe(conn: number): number {
-  return 1 + (conn % MAX_THREADS);
-}
-
-/** A u64 id as two u32 (ids stay below 2^53, so a number holds them exactly). */
-function writeId(f: Buffer, at: number, id: number): void {
-  f.writeUInt32BE(Math.floor(id / 0x1_0000_0000), at);
-  f.writeUInt32BE(id >>> 0, at + 4);
-}
-
-function readId(b: Buffer, at: number): number {
-  return b.readUInt32BE(at) * 0x1_0000_0000 + b.readUInt32BE(at + 4);
 }

@@ -219,4 +219,47 @@ describe('tryConnectEndpoints', () => {
       tryConnectEndpoints(svc, src, 'TCP', lb, { signal: controller.signal }),
     ).rejects.toThrow('client went away');
   });
+
+  it('takes over after a first attempt made elsewhere failed (failedFirst): reported, then attempt 2 with the second timeout', async () => {
+    const dead = await closedPort();
+    const results: [string, boolean][] = [];
+    const lb = new FakeLoadBalancer({ 'ns/web:http': [echo.endpoint] }, { affinity: true });
+    Object.assign(lb, {
+      reportDialResult: (_svc: unknown, endpoint: string, ok: boolean) => {
+        results.push([endpoint, ok]);
+      },
+    });
+    const timeouts: number[] = [];
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    const error = Object.assign(new Error('refused'), { code: 'ECONNREFUSED' });
+    const socket = await tryConnectEndpoints(svc, src, 'TCP', lb, {
+      timeoutsMs: [100, 2345],
+      failedFirst: { endpoint: dead, error },
+    });
+    for (const call of spy.mock.calls) timeouts.push(call[1] as number);
+    spy.mockRestore();
+    expect(socket.remotePort).toBe(echo.port);
+    expect(lb.calls.map((c) => [c.result, c.sessionAffinityReset])).toEqual([
+      [echo.endpoint, true],
+    ]);
+    expect(results).toEqual([
+      [dead, false],
+      [echo.endpoint, true],
+    ]);
+    expect(timeouts).toContain(2345);
+    expect(dialErrors.messages.map((m) => [m.endpoint, m.error])).toEqual([[dead, error]]);
+    socket.destroy();
+  });
+
+  it('with failedFirst and one timeout, fails with the first error as the cause', async () => {
+    const lb = new FakeLoadBalancer({ 'ns/web:http': [echo.endpoint] });
+    const error = new Error('timed out in the helper');
+    const failure = tryConnectEndpoints(svc, src, 'TCP', lb, {
+      timeoutsMs: [100],
+      failedFirst: { endpoint: '127.1.2.3:1', error },
+    });
+    await expect(failure).rejects.toBeInstanceOf(EndpointDialError);
+    await expect(failure).rejects.toMatchObject({ cause: error });
+    expect(lb.calls).toHaveLength(0);
+  });
 });

@@ -29,6 +29,14 @@ export interface TryConnectOptions {
   signal?: AbortSignal;
   /** Default: `net.connect`. */
   connect?: ConnectFn;
+  /**
+   * The first attempt was made by the caller, to an endpoint it took from `lb.nextEndpoint` ahead
+   * of time (the native data path dials a pick made before the client arrived), and failed with
+   * `error`. The dial starts by handling that failure as its own (logged, published on
+   * `dialError`, reported to the balancer, or ending at once on a local resource error), then goes
+   * on at attempt 2 with `sessionAffinityReset`, with the second timeout.
+   */
+  failedFirst?: { readonly endpoint: string; readonly error: unknown };
 }
 
 /** Internal options of {@link dialEndpoints}: a caller that already has the name passes it. */
@@ -160,7 +168,14 @@ class EndpointDialer {
       }
       signal.addEventListener('abort', this.#onAbort, { once: true });
     }
-    this.#next();
+    const first = this.#opts.failedFirst;
+    if (first === undefined) {
+      this.#next();
+      return;
+    }
+    this.#attempts = 1;
+    this.#endpoint = first.endpoint;
+    this.#failed(first.error);
   }
 
   #name(): string {
