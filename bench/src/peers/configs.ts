@@ -33,11 +33,15 @@ export const DAEMON_WORKERS: Readonly<Record<DaemonId, number>> = {
   native: 1,
 };
 
-/** What else each daemon subject runs with (before any `--daemon-arg`). */
-export const DAEMON_ARGS: Readonly<Record<DaemonId, readonly string[]>> = {
+/**
+ * The configuration-file lines each daemon subject adds to `userspaceProxy` (a flag such as
+ * `--data-path` is ignored when `--config` is given, as kube-proxy ignores flags then; only
+ * `--workers` is applied on top of the file).
+ */
+export const DAEMON_FILE_LINES: Readonly<Record<DaemonId, readonly string[]>> = {
   daemon: [],
   daemon2: [],
-  native: ['--data-path', 'native'],
+  native: ['  dataPath: native'],
 };
 
 /** Where everything listens in one run: all on loopback, a random 127.x.y.0/24 per run. */
@@ -179,6 +183,7 @@ export function daemonConfig(layout: Layout, id: DaemonId = 'daemon'): string {
     'userspaceProxy:',
     '  servicesFile: services.yaml',
     '  drainTimeout: 1s',
+    ...DAEMON_FILE_LINES[id],
   ].join('\n')}\n`;
 }
 

@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import {
-  DAEMON_ARGS,
   DAEMON_WORKERS,
   daemonConfig,
   daemonServices,
@@ -215,7 +214,7 @@ export async function startPeer(
   } else {
     writeFileSync(join(d, 'config.yaml'), daemonConfig(layout, id));
     writeFileSync(join(d, 'services.yaml'), daemonServices(layout, id));
-    const workers = ['--workers', String(DAEMON_WORKERS[id]), ...DAEMON_ARGS[id]];
+    const workers = ['--workers', String(DAEMON_WORKERS[id])];
     const args = [daemon.main, '--config', join(d, 'config.yaml'), ...workers, ...daemon.extraArgs];
     child = procs.server(process.execPath, args, log, d);
   }
