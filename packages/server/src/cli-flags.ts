@@ -155,6 +155,14 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'bindAddressHardFail',
   },
   {
+    flags: '--profiling [bool]',
+    description:
+      'Serve V8 CPU and heap profiles on the metrics server (/debug/pprof/profile?seconds=N, /debug/pprof/heap): samples of stack frames and sizes, never object contents.',
+    shownDefault: 'false',
+    boolean: true,
+    field: 'enableProfiling',
+  },
+  {
     flags: '--proxy-mode <mode>',
     description:
       'How traffic reaches the proxy: "service-port-portal" listens on every Service address itself (no NAT, no root); "userspace" listens on one proxy port per Service port and installs iptables redirect rules (root). Blank means service-port-portal.',

@@ -187,13 +187,17 @@ describe('resolveConfiguration', () => {
     ]);
   });
 
-  it('warns about feature gates and profiling, which have no effect', async () => {
+  it('warns about feature gates, which have no effect, and takes enableProfiling', async () => {
     const r = await resolveWith([], `${HEADER}featureGates:\n  Foo: true\nenableProfiling: true\n`);
     expect(r.errors).toEqual([]);
     expect(r.warnings).toEqual([
       'feature gate "Foo" has no effect on userspace-proxy and is ignored',
-      'enableProfiling has no effect: there are no profiling endpoints',
     ]);
+    expect(r.config?.enableProfiling).toBe(true);
+  });
+
+  it('sets enableProfiling from --profiling', async () => {
+    expect((await resolveWith(['--profiling'])).config?.enableProfiling).toBe(true);
   });
 
   it('reports a file that cannot be read', async () => {

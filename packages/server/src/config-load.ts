@@ -220,8 +220,6 @@ export async function resolveConfiguration(
   for (const gate of Object.keys(config.featureGates)) {
     warnings.push(`feature gate "${gate}" has no effect on userspace-proxy and is ignored`);
   }
-  if (config.enableProfiling)
-    warnings.push('enableProfiling has no effect: there are no profiling endpoints');
   errors.push(...validateConfiguration(config).map(String));
   return { config, warnings, errors };
 }

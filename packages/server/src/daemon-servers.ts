@@ -3,6 +3,7 @@ import type { Logger } from '@userspace-proxy/core';
 import type { Registry } from 'prom-client';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
+import { sharedProcessProfiler } from './debug-profiling.js';
 import { ProcDescriptorBudget } from './fd-budget.js';
 import { createHealthServer } from './health-server.js';
 import type { ProxierHealth } from './healthz-state.js';
@@ -68,6 +69,7 @@ export function startDaemonServers(o: DaemonServersOptions): RetryingListener[] 
         configz: () => configzBody(o.config),
         status: o.status,
         limits: limits('metrics'),
+        ...(o.config.enableProfiling ? { profiler: sharedProcessProfiler(o.logger) } : {}),
       }),
       'FailedToStartMetricServer',
     ],

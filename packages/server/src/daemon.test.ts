@@ -113,6 +113,8 @@ describe('Daemon', () => {
     expect(await (await fetch(`http://${SERVERS_IP}:10249/proxyMode`)).text()).toBe(
       'service-port-portal',
     );
+    // Profiling is off by default (enableProfiling).
+    expect((await fetch(`http://${SERVERS_IP}:10249/debug/pprof/`)).status).toBe(404);
     const labels = { service: 'default/web:tcp', protocol: 'TCP' };
     await until(
       async () => sampleValue(await scrape(), 'userspace_proxy_connections_active', labels) === 0,
@@ -127,6 +129,16 @@ describe('Daemon', () => {
     expect(sampleValue(m, 'kubeproxy_sync_proxy_rules_endpoint_changes_total')).toBe(1);
     expect(sampleValue(m, 'kubeproxy_proxy_healthz_total', { code: '200' })).toBe(1);
     expect(sampleValue(m, 'userspace_proxy_service_ports')).toBe(1);
+  });
+
+  it('serves profiles on the metrics server with enableProfiling', async () => {
+    await writeFile(manifest, serviceOn(A));
+    await startDaemon(config((c) => (c.enableProfiling = true)));
+    const index = await fetch(`http://${SERVERS_IP}:10249/debug/pprof/`);
+    expect(index.status).toBe(200);
+    const heap = await fetch(`http://${SERVERS_IP}:10249/debug/pprof/heap`);
+    expect(heap.status).toBe(200);
+    expect(await heap.json()).toHaveProperty('head.callFrame');
   });
 
   it('applies a manifest edit live, keeping an established connection up across it', async () => {

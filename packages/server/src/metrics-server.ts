@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
+import { type ProcessProfiler, serveProfiling } from './debug-profiling.js';
 import { notFound } from './health-server.js';
 import { createLimitedServer, type HttpLimits } from './http-guard.js';
 import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page.js';
@@ -8,7 +9,8 @@ import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page.js';
  * The metrics server (`metricsBindAddress`, 127.0.0.1:10249 by default): kube-proxy's paths.
  * `/metrics` (Prometheus text), `/healthz` (the generic "ping" check: it says the process answers,
  * not that the proxy is in sync; that is the health server's job), `/proxyMode` and `/configz`; and
- * ours, `/status` (a live HTML page) and `/status.json` (its model) when a status source is given.
+ * ours, `/status` (a live HTML page) and `/status.json` (its model) when a status source is given;
+ * `/debug/pprof/…` with `enableProfiling` (debug-profiling.ts).
  * None of it is authenticated, which is why it listens on loopback unless configured otherwise.
  */
 
@@ -26,6 +28,8 @@ export interface MetricsServerOptions {
   status?: () => Promise<unknown>;
   /** Connection cap, timeouts and descriptor reserve (http-guard.ts); each has a default. */
   limits?: HttpLimits;
+  /** Serves `/debug/pprof/…` (debug-profiling.ts) when given: `enableProfiling`. Default none. */
+  profiler?: ProcessProfiler;
 }
 
 /** How long a /metrics request may take in all: gathering can take a while on a busy daemon. */
@@ -53,6 +57,7 @@ function healthz(url: URL, res: ServerResponse): void {
 export function metricsHandler(options: MetricsServerOptions) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const url = new URL(req.url ?? '/', 'http://x');
+    if (options.profiler !== undefined && serveProfiling(options.profiler, url, req, res)) return;
     switch (url.pathname) {
       case '/metrics':
         options.registry.metrics().then(

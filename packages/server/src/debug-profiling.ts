@@ -1,0 +1,246 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Session } from 'node:inspector/promises';
+
+/**
+ * kube-proxy's `enableProfiling` for a Node daemon: `/debug/pprof/…` on the metrics server, off by
+ * default. Go's pprof formats mean nothing to Node, so the paths answer with V8's own profiles, the
+ * ones Chrome DevTools, VS Code and speedscope open: a CPU profile over a window
+ * (`/debug/pprof/profile?seconds=N`, a `.cpuprofile`) and the live heap by allocation site
+ * (`/debug/pprof/heap`, a `.heapprofile` from V8's sampling heap profiler, which runs from the
+ * daemon's start while profiling is on, as Go's heap profile does). Both are samples of stack
+ * frames and sizes: no object's contents leave the process, which is why there is no heap snapshot
+ * (it would carry the kubeconfig's credentials) and why a profile never pauses the data path.
+ */
+
+/** Go's default window for `/debug/pprof/profile`. */
+export const PROFILE_DEFAULT_SECONDS = 30;
+/** The longest window one request may ask for. */
+export const PROFILE_MAX_SECONDS = 300;
+/** V8's CPU sampling interval, µs (Node's `--cpu-prof-interval` default). */
+export const PROFILE_SAMPLING_INTERVAL_US = 1000;
+/**
+ * Mean bytes between two samples of the heap profiler: Go's MemProfileRate (512 KiB), coarse
+ * enough to cost nothing measurable on a busy data path, fine enough to find what holds memory.
+ */
+export const HEAP_SAMPLING_INTERVAL_BYTES = 512 * 1024;
+
+/** The profiler's side of the inspector protocol that these paths use (V8's own, via node:inspector). */
+interface ProfilerSession {
+  post(method: string, params?: object): Promise<unknown>;
+  connect(): void;
+  disconnect(): void;
+}
+
+const TEXT = { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' };
+
+const INDEX = `/debug/pprof/
+
+profile?seconds=N  V8 CPU profile of the next N seconds (default ${PROFILE_DEFAULT_SECONDS}, at most ${PROFILE_MAX_SECONDS}): a .cpuprofile
+heap               live heap sampled by allocation site since the daemon started: a .heapprofile
+
+Open either in Chrome DevTools, VS Code or speedscope. One CPU profile runs at a time.
+`;
+
+/**
+ * The profiles of one process: one inspector session, one CPU profile at a time (V8 has one CPU
+ * profiler per isolate: a second request would stop the first one's profile), the heap sampler
+ * started by {@link ProcessProfiler.start}.
+ */
+export class ProcessProfiler {
+  readonly #makeSession: () => ProfilerSession;
+  #session: ProfilerSession | undefined;
+  #cpuBusy = false;
+  #heapStarted: Promise<unknown> | undefined;
+
+  /** `makeSession` is for tests; the default is an inspector session into this process. */
+  constructor(makeSession: () => ProfilerSession = () => new Session()) {
+    this.#makeSession = makeSession;
+  }
+
+  #connected(): ProfilerSession {
+    if (this.#session === undefined) {
+      const session = this.#makeSession();
+      session.connect();
+      this.#session = session;
+    }
+    return this.#session;
+  }
+
+  /** Starts the heap sampler, so `/debug/pprof/heap` covers everything allocated from now on. */
+  start(): Promise<void> {
+    const session = this.#connected();
+    this.#heapStarted ??= session.post('HeapProfiler.enable').then(() =>
+      session.post('HeapProfiler.startSampling', {
+        samplingInterval: HEAP_SAMPLING_INTERVAL_BYTES,
+      }),
+    );
+    return this.#heapStarted.then(() => undefined);
+  }
+
+  /** True while a CPU profile runs. */
+  get cpuBusy(): boolean {
+    return this.#cpuBusy;
+  }
+
+  /**
+   * A CPU profile of the next `seconds`, or of less when `signal` aborts first (the client went
+   * away: the profiler stops at once rather than sampling for nobody). Throws ProfilerBusyError
+   * while another one runs.
+   */
+  async cpuProfile(seconds: number, signal?: AbortSignal): Promise<unknown> {
+    if (this.#cpuBusy) throw new ProfilerBusyError();
+    this.#cpuBusy = true;
+    const session = this.#connected();
+    try {
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', {
+        interval: PROFILE_SAMPLING_INTERVAL_US,
+      });
+      await session.post('Profiler.start');
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, seconds * 1000);
+        if (signal?.aborted) done();
+        else signal?.addEventListener('abort', done, { once: true });
+      });
+      const result = (await session.post('Profiler.stop')) as { profile: unknown };
+      return result.profile;
+    } finally {
+      this.#cpuBusy = false;
+    }
+  }
+
+  /** The live heap sampled since {@link start} (started now if it was not). */
+  async heapProfile(): Promise<unknown> {
+    await this.start();
+    const result = (await this.#connected().post('HeapProfiler.getSamplingProfile')) as {
+      profile: unknown;
+    };
+    return result.profile;
+  }
+
+  /** Stops the samplers and leaves the inspector. */
+  close(): void {
+    const session = this.#session;
+    this.#session = undefined;
+    this.#heapStarted = undefined;
+    session?.disconnect();
+  }
+}
+
+/** A CPU profile was asked for while one runs. */
+export class ProfilerBusyError extends Error {
+  readonly code = 'ERR_PROFILER_BUSY';
+  constructor() {
+    super('a CPU profile is already running; try again when it ends');
+    this.name = 'ProfilerBusyError';
+  }
+}
+
+/** `seconds` of a request: a whole number from 1 to {@link PROFILE_MAX_SECONDS}, or the default. */
+export function profileSeconds(url: URL): number | string {
+  const raw = url.searchParams.get('seconds');
+  if (raw === null || raw === '') return PROFILE_DEFAULT_SECONDS;
+  const n = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || n > PROFILE_MAX_SECONDS) {
+    return `seconds must be a whole number from 1 to ${PROFILE_MAX_SECONDS}`;
+  }
+  return n;
+}
+
+function attachment(res: ServerResponse, kind: string, body: unknown): void {
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  res.writeHead(200, {
+    'Content-Type': 'application/json',
+    'X-Content-Type-Options': 'nosniff',
+    'Cache-Control': 'no-store',
+    'Content-Disposition': `attachment; filename="userspace-proxy-${process.pid}-${stamp}.${kind}"`,
+  });
+  res.end(JSON.stringify(body));
+}
+
+function failed(res: ServerResponse, status: number, message: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, TEXT);
+  res.end(`${message}\n`);
+}
+
+/**
+ * Serves `/debug/pprof/…` for `profiler`; returns false for any other path (the caller answers
+ * it). GET and HEAD only.
+ */
+export function serveProfiling(
+  profiler: ProcessProfiler,
+  url: URL,
+  req: IncomingMessage,
+  res: ServerResponse,
+): boolean {
+  const path = url.pathname;
+  if (path !== '/debug/pprof' && !path.startsWith('/debug/pprof/')) return false;
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.writeHead(405, { ...TEXT, Allow: 'GET, HEAD' });
+    res.end('method not allowed\n');
+    return true;
+  }
+  switch (path) {
+    case '/debug/pprof':
+    case '/debug/pprof/':
+      res.writeHead(200, TEXT);
+      res.end(INDEX);
+      return true;
+    case '/debug/pprof/profile': {
+      const seconds = profileSeconds(url);
+      if (typeof seconds === 'string') {
+        failed(res, 400, seconds);
+        return true;
+      }
+      if (profiler.cpuBusy) {
+        failed(res, 409, new ProfilerBusyError().message);
+        return true;
+      }
+      // The connection is silent while the profile runs: the server's idle deadline must not end it.
+      req.socket.setTimeout((seconds + 30) * 1000);
+      const gone = new AbortController();
+      res.on('close', () => gone.abort());
+      profiler.cpuProfile(seconds, gone.signal).then(
+        (profile) => (gone.signal.aborted ? undefined : attachment(res, 'cpuprofile', profile)),
+        (err: unknown) => failed(res, 500, `profile failed: ${(err as Error).message}`),
+      );
+      return true;
+    }
+    case '/debug/pprof/heap':
+      profiler.heapProfile().then(
+        (profile) => attachment(res, 'heapprofile', profile),
+        (err: unknown) => failed(res, 500, `heap profile failed: ${(err as Error).message}`),
+      );
+      return true;
+    default:
+      return false;
+  }
+}
+
+let shared: ProcessProfiler | undefined;
+
+/**
+ * The process's one profiler, its heap sampler started on first use: V8 has one sampling heap
+ * profiler per isolate, so two daemons in one process (tests, an embedder's restart) share it, and
+ * it runs until the process exits. A failure to start is logged, and the paths still answer.
+ */
+export function sharedProcessProfiler(logger?: {
+  warn(...args: unknown[]): unknown;
+}): ProcessProfiler {
+  if (shared === undefined) {
+    shared = new ProcessProfiler();
+    shared.start().catch((err: unknown) => {
+      logger?.warn(`heap profiler did not start: ${(err as Error).message}`);
+    });
+  }
+  return shared;
+}
