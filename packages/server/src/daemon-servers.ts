@@ -3,7 +3,7 @@ import type { Logger } from '@userspace-proxy/core';
 import type { Registry } from 'prom-client';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
-import { sharedProcessProfiler } from './debug-profiling.js';
+import { sharedProcessProfiler, type WorkerProfiles } from './debug-profiling.js';
 import { ProcDescriptorBudget } from './fd-budget.js';
 import { createHealthServer } from './health-server.js';
 import type { ProxierHealth } from './healthz-state.js';
@@ -31,6 +31,8 @@ export interface DaemonServersOptions {
   /** What `/metrics` serves given the own registry; default the registry itself. */
   metricsView?: (own: Registry) => MetricsSource;
   httpLimits?: Omit<HttpLimits, 'onRefused'>;
+  /** A `--workers` primary's workers, for `/debug/pprof/…?worker=K` (enableProfiling). */
+  workerProfiles?: WorkerProfiles;
   listenRetryMs?: number;
   /** Records a Warning event (a failed bind). */
   record(reason: string, message: string): void;
@@ -69,7 +71,14 @@ export function startDaemonServers(o: DaemonServersOptions): RetryingListener[] 
         configz: () => configzBody(o.config),
         status: o.status,
         limits: limits('metrics'),
-        ...(o.config.enableProfiling ? { profiler: sharedProcessProfiler(o.logger) } : {}),
+        ...(o.config.enableProfiling
+          ? {
+              profiling: {
+                profiler: sharedProcessProfiler(o.logger),
+                ...(o.workerProfiles ? { workers: o.workerProfiles } : {}),
+              },
+            }
+          : {}),
       }),
       'FailedToStartMetricServer',
     ],

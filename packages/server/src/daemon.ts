@@ -66,6 +66,8 @@ export interface DaemonOptions {
   metricsView?: DaemonServersOptions['metricsView'];
   /** What `/status.json` serves given the own model (the primary's merge of its workers'). */
   statusView?: (own: () => Promise<StatusModel | Record<string, never>>) => Promise<unknown>;
+  /** A primary's workers, for `/debug/pprof/…?worker=K` with enableProfiling. */
+  workerProfiles?: DaemonServersOptions['workerProfiles'];
 }
 
 /** A running (or stopping) daemon. */
@@ -285,6 +287,7 @@ export class Daemon {
       nodeEligible: () => this.#sourcesEligible(),
       status: () => this.status(),
       ...(this.#options.metricsView ? { metricsView: this.#options.metricsView } : {}),
+      ...(this.#options.workerProfiles ? { workerProfiles: this.#options.workerProfiles } : {}),
       ...(this.#options.httpLimits ? { httpLimits: this.#options.httpLimits } : {}),
       ...(this.#options.listenRetryMs !== undefined
         ? { listenRetryMs: this.#options.listenRetryMs }

@@ -152,13 +152,13 @@ export function profileSeconds(url: URL): number | string {
   return n;
 }
 
-function attachment(res: ServerResponse, kind: string, body: unknown): void {
+function attachment(res: ServerResponse, kind: string, body: unknown, whose: string): void {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   res.writeHead(200, {
     'Content-Type': 'application/json',
     'X-Content-Type-Options': 'nosniff',
     'Cache-Control': 'no-store',
-    'Content-Disposition': `attachment; filename="userspace-proxy-${process.pid}-${stamp}.${kind}"`,
+    'Content-Disposition': `attachment; filename="userspace-proxy-${whose}-${stamp}.${kind}"`,
   });
   res.end(JSON.stringify(body));
 }
@@ -173,11 +173,52 @@ function failed(res: ServerResponse, status: number, message: string): void {
 }
 
 /**
- * Serves `/debug/pprof/…` for `profiler`; returns false for any other path (the caller answers
- * it). GET and HEAD only.
+ * The workers of a `--workers` primary, for `?worker=K`: their data path runs in their own
+ * processes, so the primary's profiles do not show it. `profile` rejects with an error whose
+ * `code` is ERR_PROFILER_BUSY when that worker's CPU profiler runs already.
+ */
+export interface WorkerProfiles {
+  /** How many workers there are (`?worker=` takes 1 to this). */
+  readonly count: number;
+  /** `index` is 0-based; `signal` stops a CPU profile early. */
+  profile(
+    index: number,
+    kind: 'cpu' | 'heap',
+    seconds: number,
+    signal?: AbortSignal,
+  ): Promise<unknown>;
+}
+
+/** What {@link serveProfiling} serves from. */
+export interface ProfilingSources {
+  /** This process's profiles. */
+  readonly profiler: ProcessProfiler;
+  /** A primary's workers, for `?worker=K`; without it `?worker=` is refused. */
+  readonly workers?: WorkerProfiles;
+}
+
+/** `?worker=K` of a request: undefined for this process, a 0-based index, or why it is refused. */
+function workerIndex(url: URL, workers: WorkerProfiles | undefined): number | undefined | string {
+  const raw = url.searchParams.get('worker');
+  if (raw === null) return undefined;
+  if (workers === undefined || workers.count === 0) return 'this daemon runs no workers';
+  const n = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || n > workers.count) {
+    return `worker must be a whole number from 1 to ${workers.count}`;
+  }
+  return n - 1;
+}
+
+function isBusy(err: unknown): boolean {
+  return (err as { code?: unknown } | undefined)?.code === 'ERR_PROFILER_BUSY';
+}
+
+/**
+ * Serves `/debug/pprof/…` from `sources`; returns false for any other path (the caller answers
+ * it). GET and HEAD only. `?worker=K` (1-based, as the logs count workers) profiles a worker.
  */
 export function serveProfiling(
-  profiler: ProcessProfiler,
+  sources: ProfilingSources,
   url: URL,
   req: IncomingMessage,
   res: ServerResponse,
@@ -189,41 +230,59 @@ export function serveProfiling(
     res.end('method not allowed\n');
     return true;
   }
-  switch (path) {
-    case '/debug/pprof':
-    case '/debug/pprof/':
-      res.writeHead(200, TEXT);
-      res.end(INDEX);
-      return true;
-    case '/debug/pprof/profile': {
-      const seconds = profileSeconds(url);
-      if (typeof seconds === 'string') {
-        failed(res, 400, seconds);
-        return true;
-      }
-      if (profiler.cpuBusy) {
-        failed(res, 409, new ProfilerBusyError().message);
-        return true;
-      }
-      // The connection is silent while the profile runs: the server's idle deadline must not end it.
-      req.socket.setTimeout((seconds + 30) * 1000);
-      const gone = new AbortController();
-      res.on('close', () => gone.abort());
-      profiler.cpuProfile(seconds, gone.signal).then(
-        (profile) => (gone.signal.aborted ? undefined : attachment(res, 'cpuprofile', profile)),
-        (err: unknown) => failed(res, 500, `profile failed: ${(err as Error).message}`),
-      );
-      return true;
-    }
-    case '/debug/pprof/heap':
-      profiler.heapProfile().then(
-        (profile) => attachment(res, 'heapprofile', profile),
-        (err: unknown) => failed(res, 500, `heap profile failed: ${(err as Error).message}`),
-      );
-      return true;
-    default:
-      return false;
+  if (path === '/debug/pprof' || path === '/debug/pprof/') {
+    res.writeHead(200, TEXT);
+    res.end(sources.workers?.count ? `${INDEX}${workersLine(sources.workers.count)}` : INDEX);
+    return true;
   }
+  if (path !== '/debug/pprof/profile' && path !== '/debug/pprof/heap') return false;
+  const worker = workerIndex(url, sources.workers);
+  if (typeof worker === 'string') {
+    failed(res, 400, worker);
+    return true;
+  }
+  const { profiler, workers } = sources;
+  const whose = worker === undefined ? String(process.pid) : `worker${worker + 1}`;
+  if (path === '/debug/pprof/heap') {
+    const heap =
+      worker === undefined || workers === undefined
+        ? profiler.heapProfile()
+        : workers.profile(worker, 'heap', 0);
+    heap.then(
+      (profile) => attachment(res, 'heapprofile', profile, whose),
+      (err: unknown) => failed(res, 502, `heap profile failed: ${(err as Error).message}`),
+    );
+    return true;
+  }
+  const seconds = profileSeconds(url);
+  if (typeof seconds === 'string') {
+    failed(res, 400, seconds);
+    return true;
+  }
+  if (worker === undefined && profiler.cpuBusy) {
+    failed(res, 409, new ProfilerBusyError().message);
+    return true;
+  }
+  // The connection is silent while the profile runs: the server's idle deadline must not end it.
+  req.socket.setTimeout((seconds + 30) * 1000);
+  const gone = new AbortController();
+  res.on('close', () => gone.abort());
+  const cpu =
+    worker === undefined || workers === undefined
+      ? profiler.cpuProfile(seconds, gone.signal)
+      : workers.profile(worker, 'cpu', seconds, gone.signal);
+  cpu.then(
+    (profile) => (gone.signal.aborted ? undefined : attachment(res, 'cpuprofile', profile, whose)),
+    (err: unknown) =>
+      isBusy(err)
+        ? failed(res, 409, (err as Error).message)
+        : failed(res, 502, `profile failed: ${(err as Error).message}`),
+  );
+  return true;
+}
+
+function workersLine(count: number): string {
+  return `\nAdd worker=K (1 to ${count}) to either for a worker's profile: the data path runs there.\n`;
 }
 
 let shared: ProcessProfiler | undefined;

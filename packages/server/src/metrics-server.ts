@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { type ProcessProfiler, serveProfiling } from './debug-profiling.js';
+import { type ProfilingSources, serveProfiling } from './debug-profiling.js';
 import { notFound } from './health-server.js';
 import { createLimitedServer, type HttpLimits } from './http-guard.js';
 import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page.js';
@@ -29,7 +29,7 @@ export interface MetricsServerOptions {
   /** Connection cap, timeouts and descriptor reserve (http-guard.ts); each has a default. */
   limits?: HttpLimits;
   /** Serves `/debug/pprof/…` (debug-profiling.ts) when given: `enableProfiling`. Default none. */
-  profiler?: ProcessProfiler;
+  profiling?: ProfilingSources;
 }
 
 /** How long a /metrics request may take in all: gathering can take a while on a busy daemon. */
@@ -57,7 +57,7 @@ function healthz(url: URL, res: ServerResponse): void {
 export function metricsHandler(options: MetricsServerOptions) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const url = new URL(req.url ?? '/', 'http://x');
-    if (options.profiler !== undefined && serveProfiling(options.profiler, url, req, res)) return;
+    if (options.profiling !== undefined && serveProfiling(options.profiling, url, req, res)) return;
     switch (url.pathname) {
       case '/metrics':
         options.registry.metrics().then(

@@ -69,7 +69,10 @@ export class WorkerPool {
   readonly #o: WorkerPoolOptions;
   readonly #log: Logger;
   readonly #slots: Slot[];
-  readonly #pending = new Map<number, (answer: { body: unknown; error?: string }) => void>();
+  readonly #pending = new Map<
+    number,
+    (answer: { body: unknown; error?: string; code?: string }) => void
+  >();
   #nextId = 1;
   #stopping = false;
   readonly #restarts: Counter;
@@ -163,6 +166,51 @@ export class WorkerPool {
   }
 
   /**
+   * A profile of worker `index` (0-based): `enableProfiling`'s `?worker=` (debug-profiling.ts).
+   * Rejects with WorkerProfileError when that worker is not ready, does not answer within the
+   * window and 30 s, or fails (its `code` kept: a busy profiler is ERR_PROFILER_BUSY). `signal`
+   * stops a CPU profile early, and the worker answers with what it sampled.
+   */
+  profile(
+    index: number,
+    kind: 'cpu' | 'heap',
+    seconds: number,
+    signal?: AbortSignal,
+  ): Promise<unknown> {
+    const slot = this.#slots[index];
+    const worker = slot?.ready ? slot.worker : undefined;
+    if (worker === undefined || !worker.isConnected()) {
+      return Promise.reject(
+        new WorkerProfileError(`worker ${index + 1} is not running`, 'ERR_NO_WORKER'),
+      );
+    }
+    const id = this.#nextId++;
+    return new Promise<unknown>((resolve, reject) => {
+      const onAbort = () => {
+        if (worker.isConnected()) worker.send({ type: 'up:profile-stop', id } satisfies ToWorker);
+      };
+      const timer = setTimeout(
+        () => {
+          this.#pending.delete(id);
+          signal?.removeEventListener('abort', onAbort);
+          reject(
+            new WorkerProfileError(`worker ${index + 1} did not answer`, 'ERR_WORKER_TIMEOUT'),
+          );
+        },
+        (kind === 'cpu' ? seconds * 1000 : 0) + WORKER_PROFILE_GRACE_MS,
+      );
+      this.#pending.set(id, (a) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        if (a.error === undefined) resolve(a.body);
+        else reject(new WorkerProfileError(a.error, a.code ?? 'ERR_WORKER_PROFILE'));
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      worker.send({ type: 'up:profile', id, kind, seconds } satisfies ToWorker);
+    });
+  }
+
+  /**
    * Stops every worker: `drain` sends each the drain (it stops accepting, lets its connections
    * finish for its drain timeout and exits); otherwise they stop at once. Resolves when all exited.
    */
@@ -217,7 +265,11 @@ export class WorkerPool {
       } else if (m.type === 'up:response') {
         const done = this.#pending.get(m.id);
         this.#pending.delete(m.id);
-        done?.(m.error === undefined ? { body: m.body } : { body: m.body, error: m.error });
+        done?.(
+          m.error === undefined
+            ? { body: m.body }
+            : { body: m.body, error: m.error, ...(m.code ? { code: m.code } : {}) },
+        );
       } else {
         this.#o.onMessage(slot.index, m);
       }
@@ -245,5 +297,18 @@ export class WorkerPool {
       `worker ${slot.index + 1} (pid ${worker.process.pid}) died (${how}) after ${lived} ms; restarting it in ${delay} ms`,
     );
     slot.restartTimer = setTimeout(() => this.#fork(slot), delay);
+  }
+}
+
+/** How long past a profile's window the primary waits for the worker's answer. */
+export const WORKER_PROFILE_GRACE_MS = 30_000;
+
+/** A worker's profile could not be had; `code` says why (a busy profiler: ERR_PROFILER_BUSY). */
+export class WorkerProfileError extends Error {
+  readonly code: string;
+  constructor(message: string, code: string) {
+    super(message);
+    this.name = 'WorkerProfileError';
+    this.code = code;
   }
 }

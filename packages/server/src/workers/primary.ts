@@ -7,7 +7,7 @@ import type { Daemon, DaemonOptions } from '../daemon.js';
 import { createSources } from '../source-select.js';
 import type { ProxySources } from '../sources.js';
 import { mergeMetrics, mergeStatus } from './aggregate.js';
-import { WorkerPool } from './pool.js';
+import { WorkerPool, WorkerProfileError } from './pool.js';
 import { PrimaryProxier } from './primary-proxier.js';
 
 /**
@@ -91,5 +91,12 @@ export function primaryDaemonOptions(
       },
     }),
     statusView: async () => mergeStatus((await pool?.request('status')) ?? []),
+    workerProfiles: {
+      count,
+      profile: (index, kind, seconds, signal) =>
+        pool === undefined
+          ? Promise.reject(new WorkerProfileError('the workers have not started', 'ERR_NO_WORKER'))
+          : pool.profile(index, kind, seconds, signal),
+    },
   };
 }

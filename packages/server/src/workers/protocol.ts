@@ -45,13 +45,18 @@ export type ToWorker =
   | ({ type: 'up:endpoints' } & ObjectOp<Endpoints>)
   | { type: 'up:synced'; kind: 'service' | 'slice' | 'endpoints' }
   | { type: 'up:request'; id: number; what: 'metrics' | 'status' }
+  /** `/debug/pprof/…?worker=K` (enableProfiling): a profile of this worker; `up:response` answers. */
+  | { type: 'up:profile'; id: number; kind: 'cpu' | 'heap'; seconds: number }
+  /** The client of `up:profile` `id` went away: stop sampling and answer now. */
+  | { type: 'up:profile-stop'; id: number }
   | { type: 'up:drain' }
   | { type: 'up:stop-now' };
 
 /** Worker → primary. */
 export type FromWorker =
   | { type: 'up:ready' }
-  | { type: 'up:response'; id: number; body: unknown; error?: string }
+  /** `code`: the error class's stable code (a busy profiler's `ERR_PROFILER_BUSY`). */
+  | { type: 'up:response'; id: number; body: unknown; error?: string; code?: string }
   | { type: 'up:sync'; durationMs: number; servicePorts: number }
   | {
       type: 'up:event';

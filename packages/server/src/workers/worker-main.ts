@@ -2,6 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { componentLogger } from '@userspace-proxy/core';
 import { CHANNELS, type SyncMessage } from '@userspace-proxy/core/diagnostics';
 import { Daemon } from '../daemon.js';
+import { sharedProcessProfiler } from '../debug-profiling.js';
 import { createDaemonLogger } from '../logging.js';
 import { type FromWorker, isOurs, type ToWorker } from './protocol.js';
 import { createWorkerSources, type WorkerSources } from './worker-sources.js';
@@ -61,6 +62,8 @@ export function runWorker(): Promise<number> {
             verbosity: config.logging.verbosity,
           });
           const logger = componentLogger(base, `worker-${m.index + 1}`);
+          // The heap profile covers what was allocated since the start, as the primary's does.
+          if (config.enableProfiling) sharedProcessProfiler(logger);
           fed = createWorkerSources(m, send, logger);
           const sources = fed.sources;
           const d = new Daemon({
@@ -87,6 +90,12 @@ export function runWorker(): Promise<number> {
         }
         case 'up:request':
           void answer(m.id, m.what, daemon, send);
+          return;
+        case 'up:profile':
+          void profile(m, send);
+          return;
+        case 'up:profile-stop':
+          profiles.get(m.id)?.abort();
           return;
         case 'up:drain':
           // Already stopping (a signal to the whole group): the drain goes on as it is.
@@ -116,5 +125,35 @@ async function answer(
     send({ type: 'up:response', id, body });
   } catch (err) {
     send({ type: 'up:response', id, body: null, error: (err as Error).message });
+  }
+}
+
+/** The CPU profiles running for the primary, by request id (stopped when its client leaves). */
+const profiles = new Map<number, AbortController>();
+
+async function profile(
+  m: Extract<ToWorker, { type: 'up:profile' }>,
+  send: (message: FromWorker) => void,
+): Promise<void> {
+  const stop = new AbortController();
+  profiles.set(m.id, stop);
+  try {
+    const profiler = sharedProcessProfiler();
+    const body =
+      m.kind === 'cpu'
+        ? await profiler.cpuProfile(m.seconds, stop.signal)
+        : await profiler.heapProfile();
+    send({ type: 'up:response', id: m.id, body });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    send({
+      type: 'up:response',
+      id: m.id,
+      body: null,
+      error: (err as Error).message,
+      ...(typeof code === 'string' ? { code } : {}),
+    });
+  } finally {
+    profiles.delete(m.id);
   }
 }

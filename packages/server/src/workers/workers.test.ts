@@ -91,6 +91,7 @@ async function runDaemon(
   text: string,
   extra = '',
   iptables = 'minSyncPeriod: 10ms',
+  top: string[] = [],
 ): Promise<string> {
   const services = join(dir, 'services.yaml');
   await writeFile(services, text);
@@ -100,6 +101,7 @@ async function runDaemon(
     daemonConfigText(SERVERS_IP, [
       `iptables: { ${iptables} }`,
       `userspaceProxy: { servicesFile: services.yaml, drainTimeout: 1m${extra} }`,
+      ...top,
     ]),
   );
   proc = spawnDaemon(['--config', config, '--workers', '2']);
@@ -234,6 +236,26 @@ describe('userspace-proxy --workers 2', () => {
     expect(daemon.stderr()).toMatch(/serving with 2 workers/);
     expect(daemon.stderr()).toMatch(/UDP, SCTP are served by worker 1 only/);
   }, 180_000);
+
+  it("profiles each worker on the primary's metrics server with enableProfiling", async () => {
+    backends = await startBackends({ A, B });
+    await runDaemon(manifest(A, backends.port, await startUdpEcho()), '', undefined, [
+      'enableProfiling: true',
+    ]);
+    // One CPU profiler per process: three at once succeed only if each ran where it was asked.
+    const cpu = (q: string) => fetch(`${METRICS}/debug/pprof/profile?seconds=1${q}`);
+    const answers = await Promise.all([cpu(''), cpu('&worker=1'), cpu('&worker=2')]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(answers[2]?.headers.get('content-disposition')).toMatch(/worker2-.*\.cpuprofile"$/);
+    const profile = (await answers[2]?.json()) as { nodes: unknown[]; endTime: number };
+    expect(profile.nodes.length).toBeGreaterThan(0);
+    const heap = await fetch(`${METRICS}/debug/pprof/heap?worker=1`);
+    expect(heap.status).toBe(200);
+    expect(await heap.json()).toHaveProperty('head.callFrame');
+    const bad = await fetch(`${METRICS}/debug/pprof/heap?worker=3`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain('from 1 to 2');
+  }, 120_000);
 
   it('restarts a worker that dies, and leaves no worker behind when the primary is killed', async () => {
     await start();
