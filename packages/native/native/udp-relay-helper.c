@@ -14,7 +14,8 @@
  * Frames, both ways: u32 big-endian length (type byte + body), u8 type, body. Integers big-endian.
  * Node -> helper, on stdin (the main thread reads it and hands each frame to its thread):
  *   'L' u32 listener, u16 port, u32 idleMs, u32 maxSessions, u32 maxPerSource, u32 rcvbuf,
- *       u8 alen, addr          listen on every thread; answered by 'l'
+ *       u32 sessionBuf (0: the OS default), u8 alen, addr
+ *                                  listen on every thread; answered by 'l'
  *   'I' u32 listener, u32 idleMs
  *                              the idle timeout from now on (known once Node serves the socket)
  *   'X' u32 listener           close it on every thread (its sessions end, 'c'); answered by 'x'
@@ -88,7 +89,7 @@ struct glistener {
   uint32_t id;
   addr_t addr;
   socklen_t alen;
-  uint32_t idle_ms, max_sessions, max_per_source;
+  uint32_t idle_ms, max_sessions, max_per_source, session_buf;
   int sessions; /* atomic */
   int refs;     /* threads still holding it; atomic */
   pthread_mutex_t mu;
@@ -468,6 +469,11 @@ static void sess_close(struct thread *t, struct session *s, int reason, int err)
 static int sess_connect(struct thread *t, struct session *s, const addr_t *to, socklen_t tolen) {
   int fd = socket(to->sa.sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
+  int buf = (int)s->l->g->session_buf;
+  /* A smaller buffer than asked (net.core.rmem_max) is not an error, as in Node. */
+  if (buf > 0 && (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf)) != 0 ||
+                  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf)) != 0)) {
+  }
   if (connect(fd, &to->sa, tolen) != 0) {
     int e = errno;
     if (close(fd) != 0) { /* nothing more to release */
@@ -1036,17 +1042,18 @@ static void answer_listen(uint32_t id, int err, uint16_t port) {
 }
 
 static void cmd_listen(const unsigned char *p, uint32_t n) {
-  if (n < 23) return;
+  if (n < 27) return;
   uint32_t id = rd32(p);
   uint16_t port = rd16(p + 4);
   uint32_t idle = rd32(p + 6), maxs = rd32(p + 10), maxsrc = rd32(p + 14), rcvbuf = rd32(p + 18);
-  uint8_t alen = p[22];
-  if (23u + alen > n || alen >= INET6_ADDRSTRLEN) {
+  uint32_t sbuf = rd32(p + 22);
+  uint8_t alen = p[26];
+  if (27u + alen > n || alen >= INET6_ADDRSTRLEN) {
     answer_listen(id, EINVAL, 0);
     return;
   }
   char text[INET6_ADDRSTRLEN];
-  memcpy(text, p + 23, alen);
+  memcpy(text, p + 27, alen);
   text[alen] = 0;
   addr_t a;
   socklen_t len;
@@ -1132,6 +1139,7 @@ static void cmd_listen(const unsigned char *p, uint32_t n) {
   g->idle_ms = idle > 0 ? idle : 1;
   g->max_sessions = maxs;
   g->max_per_source = maxsrc;
+  g->session_buf = sbuf > 0x3fffffff ? 0x3fffffff : sbuf;
   g->refs = nthreads;
   if (pthread_mutex_init(&g->mu, NULL) != 0) die("mutex");
   if (pthread_mutex_lock(&glmu) != 0) die("lock");

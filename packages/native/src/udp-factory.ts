@@ -33,9 +33,9 @@ export interface NativeUdpOptions extends UdpHelperOptions {
    */
   readonly maxUdpSessionsPerSource?: number;
   /**
-   * Receive and send buffer of each helper thread's Service socket, bytes; 0 asks for core's
-   * default of 4 MiB (the kernel caps it at net.core.rmem_max). Sessions' upstream sockets keep
-   * the system default.
+   * Receive and send buffer of every UDP socket (each helper thread's Service socket, each
+   * session's upstream socket), bytes, as core's option. Default 0: the Service sockets ask for
+   * core's 4 MiB (the kernel caps it at net.core.rmem_max), session sockets keep the OS default.
    */
   readonly udpBufferBytes?: number;
   /** First delay before a dead helper is restarted, ms; doubles up to 5 s. Default 100. */
@@ -102,6 +102,7 @@ export function withNativeUdp(
     maxUdpSessions,
     maxUdpSessionsPerSource: perSource,
     receiveBufferBytes: buffer > 0 ? buffer : DEFAULT_SERVICE_BUFFER_BYTES,
+    sessionBufferBytes: buffer,
   };
   const factory = async (ctx: ProxySocketContext): Promise<ProxySocket> => {
     if (String(ctx.protocol).toUpperCase() !== 'UDP') return base(ctx);

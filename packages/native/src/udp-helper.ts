@@ -77,6 +77,8 @@ export interface UdpListenSpec {
   readonly maxSessions: number;
   readonly maxPerSource: number;
   readonly receiveBufferBytes: number;
+  /** Receive and send buffer of each session's upstream socket; 0 keeps the OS default. */
+  readonly sessionBufferBytes: number;
 }
 
 const SOURCE = fileURLToPath(new URL('../native/udp-relay-helper.c', import.meta.url));
@@ -193,15 +195,16 @@ export class UdpHelper {
     return new Promise((resolve) => {
       this.#pendingListens.set(listener, (errno, bound) => resolve({ errno, port: bound }));
       const a = Buffer.from(spec.address, 'latin1');
-      const f = this.#frame(0x4c, 23 + a.length);
+      const f = this.#frame(0x4c, 27 + a.length);
       f.writeUInt32BE(listener, 5);
       f.writeUInt16BE(spec.port, 9);
       f.writeUInt32BE(Math.min(spec.idleMs, 0x7fffffff) >>> 0, 11);
       f.writeUInt32BE(Math.min(spec.maxSessions, 0xffffffff) >>> 0, 15);
       f.writeUInt32BE(Math.min(spec.maxPerSource, 0xffffffff) >>> 0, 19);
       f.writeUInt32BE(Math.min(spec.receiveBufferBytes, 0x7fffffff) >>> 0, 23);
-      f[27] = a.length;
-      a.copy(f, 28);
+      f.writeUInt32BE(Math.min(spec.sessionBufferBytes, 0x7fffffff) >>> 0, 27);
+      f[31] = a.length;
+      a.copy(f, 32);
       this.#push(f);
     });
   }

@@ -48,6 +48,8 @@ export interface UdpSocketSettings {
   readonly maxUdpSessionsPerSource: number;
   /** Receive and send buffer of each helper thread's Service socket, bytes. */
   readonly receiveBufferBytes: number;
+  /** Receive and send buffer of each session's upstream socket; 0 keeps the OS default. */
+  readonly sessionBufferBytes: number;
 }
 
 /** One session as Node knows it; the value kept in `info.activeClients`. */
@@ -119,6 +121,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
       maxSessions: settings.maxUdpSessions,
       maxPerSource: settings.maxUdpSessionsPerSource,
       receiveBufferBytes: settings.receiveBufferBytes,
+      sessionBufferBytes: settings.sessionBufferBytes,
     });
     let address = ctx.ip ?? '::';
     let r: { listener: number; port: number };
