@@ -21,5 +21,5 @@ export {
   buildUdpRelayHelper,
   type UdpCloseReason,
   type UdpHelperOptions,
-} from './udp-helper.js';
-export type { NativeUdpProxySocket, NativeUdpSession } from './udp-proxy-socket.js';
+} from './udp-protocol.js';
+export type { NativeUdpSession } from './udp-proxy-socket.js';

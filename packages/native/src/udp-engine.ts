@@ -6,14 +6,14 @@
 import type { Logger } from '@userspace-proxy/core';
 import { errnoError, NativeHelperError } from './errors.js';
 import { errnoName } from './relay-protocol.js';
-import {
-  type UdpCloseReason,
-  UdpHelper,
-  type UdpHelperEvents,
-  type UdpHelperOptions,
-  type UdpListenSpec,
-  type UdpSessionTotals,
-} from './udp-helper.js';
+import { UdpHelper } from './udp-helper.js';
+import type {
+  UdpCloseReason,
+  UdpHelperEvents,
+  UdpHelperOptions,
+  UdpListenSpec,
+  UdpSessionTotals,
+} from './udp-protocol.js';
 
 /** Counters of one UDP engine (one factory's helper). */
 export interface NativeUdpCounters {

@@ -17,7 +17,7 @@ import {
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { NativeUnsupportedError } from './errors.js';
 import { type NativeUdpCounters, NativeUdpEngine } from './udp-engine.js';
-import type { UdpHelperOptions } from './udp-helper.js';
+import type { UdpHelperOptions } from './udp-protocol.js';
 import { NativeUdpProxySocket } from './udp-proxy-socket.js';
 
 /** The Service socket's receive buffer when `udpBufferBytes` is 0: core's default (4 MiB). */

@@ -6,6 +6,8 @@
  * Service alive, source ranges, the load balancer's pick with ClientIP affinity and its reset
  * after an upstream error) and answers with an endpoint or a drop. Sessions are published on the
  * same diagnostics channels and kept in `info.activeClients` as core's are.
+ * This file is longer than 400 lines because it holds core's UDP socket's whole contract
+ * (verdicts, sessions, endpoint changes, helper restarts); its reporting is udp-socket-reports.ts.
  */
 import net from 'node:net';
 import {
@@ -17,16 +19,9 @@ import {
   type ServiceInfo,
   servicePortNameString,
 } from '@userspace-proxy/core';
-import {
-  channels,
-  type DialErrorMessage,
-  type RefusedMessage,
-  type UdpSessionCloseMessage,
-  type UdpSessionMessage,
-} from '@userspace-proxy/core/diagnostics';
+import type { RefusedMessage } from '@userspace-proxy/core/diagnostics';
 import {
   joinHostPort,
-  LogLimiter,
   refusalReason,
   sourceRangeCheck,
   splitHostPort,
@@ -35,7 +30,8 @@ import { errnoError, type NativeHelperError } from './errors.js';
 import { PicksAhead } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
 import type { NativeUdpEngine, UdpEngineSocket } from './udp-engine.js';
-import { sessionThread, type UdpCloseReason, type UdpSessionTotals } from './udp-helper.js';
+import { sessionThread, type UdpCloseReason, type UdpSessionTotals } from './udp-protocol.js';
+import { UdpSocketReports } from './udp-socket-reports.js';
 
 /** The idle timeout used when a ServiceInfo carries none that is usable (core's). */
 const FALLBACK_IDLE_MS = 10_000;
@@ -73,7 +69,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   readonly #allowed: ((address: string | undefined) => boolean) | undefined;
   readonly #log: Logger;
   readonly #name: string;
-  readonly #refusalLog = new LogLimiter();
+  readonly #reports: UdpSocketReports;
   readonly #sessions = new Map<number, NativeUdpSession>();
   /** Asked sessions Node refused, until their 'c': why, so their queued datagrams count too. */
   readonly #refusing = new Map<number, RefusedMessage['reason']>();
@@ -154,6 +150,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     this.#allowed = sourceRangeCheck(ctx.allowedSources);
     this.#log = ctx.logger;
     this.#name = servicePortNameString(ctx.servicePort);
+    this.#reports = new UdpSocketReports(this.#name, this.#log);
     this.#settings = settings;
   }
 
@@ -278,7 +275,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     }
     const target = splitHostPort(endpoint);
     if (target === undefined || net.isIP(target.host) === 0 || target.port === 0) {
-      this.#publishDialError(endpoint, new Error(`invalid endpoint "${endpoint}"`));
+      this.#reports.dialError(endpoint, new Error(`invalid endpoint "${endpoint}"`));
       this.#drop(session, 'dial-failed', `invalid endpoint "${endpoint}"`);
       return;
     }
@@ -308,15 +305,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     };
     this.#sessions.set(id, session);
     this.#info?.activeClients.set(client, session);
-    if (channels.udpSessionOpen.hasSubscribers) {
-      const message: UdpSessionMessage = {
-        service: this.#name,
-        protocol: 'UDP',
-        client,
-        endpoint,
-      };
-      channels.udpSessionOpen.publish(message);
-    }
+    this.#reports.sessionOpened(client, endpoint);
   }
 
   /** @internal UdpEngineSocket */
@@ -324,8 +313,8 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     const refused = this.#refusing.get(id);
     if (refused !== undefined) {
       this.#refusing.delete(id);
-      // The datagrams that waited for the verdict were refused with the first one.
-      for (let i = 0; i < totals.dropped; i++) this.#publishRefused(refused);
+      // The datagrams that waited for the verdict were refused with the first (already counted).
+      for (let i = 1; i < totals.dropped; i++) this.#reports.publishRefused(refused);
       return;
     }
     this.#end(id, totals, reason, errno);
@@ -347,8 +336,8 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     const error = errno !== 0 ? errnoError('recv', errnoName(errno), session.endpoint) : undefined;
     if (reason === 'dial-failed') {
       const cause = error ?? new Error(`cannot connect to ${session.endpoint}`);
-      this.#publishDialError(session.endpoint, cause);
-      this.#refuse('dial-failed', `${session.endpoint}: ${cause.message}`);
+      this.#reports.dialError(session.endpoint, cause);
+      this.#reports.refuse('dial-failed', `${session.endpoint}: ${cause.message}`);
     }
     if (
       reason === 'error' &&
@@ -360,27 +349,16 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     }
     const detail = error === undefined ? reason : `${reason}: ${error.message}`;
     this.#log.debug(`UDP session ${session.client} -> ${session.endpoint} ended (${detail})`);
-    if (channels.udpSessionClose.hasSubscribers) {
-      const message: UdpSessionCloseMessage = {
-        service: this.#name,
-        protocol: 'UDP',
-        client: session.client,
-        endpoint: session.endpoint,
-        datagramsIn: totals?.datagramsIn ?? 0,
-        datagramsOut: totals?.datagramsOut ?? 0,
-        bytesIn: totals?.bytesIn ?? 0,
-        bytesOut: totals?.bytesOut ?? 0,
-      };
-      channels.udpSessionClose.publish(message);
-    }
+    // A helper that died took its counts along: nothing true to publish (as the TCP socket).
+    if (reason !== 'helper-exit') this.#reports.sessionClosed(session, totals);
     this.#checkIdle();
   }
 
   /** @internal UdpEngineSocket: datagrams the helper dropped at its caps and full queues. */
   onDropped(atCap: number, queueFull: number): void {
     if (atCap > 0) {
-      for (let i = 0; i < atCap; i++) this.#publishRefused('udp-session-limit');
-      this.#logRefusal(
+      for (let i = 0; i < atCap; i++) this.#reports.publishRefused('udp-session-limit');
+      this.#reports.logRefusal(
         'udp-session-limit',
         `${atCap} datagram(s) of new clients over maxUdpSessions or maxUdpSessionsPerSource`,
       );
@@ -445,33 +423,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   #drop(session: number, reason: RefusedMessage['reason'], detail: string): void {
     this.#engine.verdict(session, undefined);
     if (this.#refusing.size < this.#settings.maxUdpSessions) this.#refusing.set(session, reason);
-    this.#refuse(reason, detail);
-  }
-
-  #refuse(reason: RefusedMessage['reason'], detail: string): void {
-    this.#publishRefused(reason);
-    this.#logRefusal(reason, detail);
-  }
-
-  #logRefusal(reason: RefusedMessage['reason'], detail: string): void {
-    const suppressed = this.#refusalLog.take();
-    if (suppressed < 0) return;
-    const more = suppressed > 0 ? ` (${suppressed} more dropped since the last report)` : '';
-    const line = `dropping a datagram for ${this.#name} (${reason}): ${detail}${more}`;
-    if (reason === 'no-endpoints') this.#log.debug(line);
-    else this.#log.warn(line);
-  }
-
-  #publishRefused(reason: RefusedMessage['reason']): void {
-    if (!channels.refused.hasSubscribers) return;
-    const message: RefusedMessage = { service: this.#name, protocol: 'UDP', reason };
-    channels.refused.publish(message);
-  }
-
-  #publishDialError(endpoint: string, error: Error): void {
-    if (!channels.dialError.hasSubscribers) return;
-    const message: DialErrorMessage = { service: this.#name, protocol: 'UDP', endpoint, error };
-    channels.dialError.publish(message);
+    this.#reports.refuse(reason, detail);
   }
 
   #describe(): string {
