@@ -137,6 +137,7 @@ struct session {
   int qn;
   size_t qbytes;
   struct session *hnext;
+  struct session *inext; /* in the table by id */
   struct session *lnext, *lprev;
   struct session *dnext;
 };
@@ -156,6 +157,7 @@ struct thread {
   struct cmd *qhead, *qtail;
   struct tlistener *listeners;
   struct session **table;
+  struct session **ids; /* the same sessions by id, tsize buckets */
   size_t tsize, count;
   struct session *all;
   struct session *dead;
@@ -389,7 +391,24 @@ static void sess_insert(struct thread *t, struct session *s) {
   if (t->count + 1 > t->tsize) {
     size_t nsize = t->tsize * 2;
     struct session **nt = calloc(nsize, sizeof(*nt));
+    struct session **ni = nt == NULL ? NULL : calloc(nsize, sizeof(*ni));
+    if (nt != NULL && ni == NULL) {
+      free(nt);
+      nt = NULL;
+    }
     if (nt != NULL) {
+      for (size_t i = 0; i < t->tsize; i++) {
+        struct session *c = t->ids[i];
+        while (c != NULL) {
+          struct session *next = c->inext;
+          size_t h = (size_t)(c->id >> 6) & (nsize - 1);
+          c->inext = ni[h];
+          ni[h] = c;
+          c = next;
+        }
+      }
+      free(t->ids);
+      t->ids = ni;
       for (size_t i = 0; i < t->tsize; i++) {
         struct session *c = t->table[i];
         while (c != NULL) {
@@ -408,6 +427,9 @@ static void sess_insert(struct thread *t, struct session *s) {
   size_t h = sess_hash(s->l, &s->client, t->tsize - 1);
   s->hnext = t->table[h];
   t->table[h] = s;
+  size_t ih = (size_t)(s->id >> 6) & (t->tsize - 1);
+  s->inext = t->ids[ih];
+  t->ids[ih] = s;
   s->lnext = t->all;
   s->lprev = NULL;
   if (t->all != NULL) t->all->lprev = s;
@@ -419,6 +441,9 @@ static void sess_unlink(struct thread *t, struct session *s) {
   struct session **pp = &t->table[sess_hash(s->l, &s->client, t->tsize - 1)];
   while (*pp != NULL && *pp != s) pp = &(*pp)->hnext;
   if (*pp == s) *pp = s->hnext;
+  struct session **ip = &t->ids[(size_t)(s->id >> 6) & (t->tsize - 1)];
+  while (*ip != NULL && *ip != s) ip = &(*ip)->inext;
+  if (*ip == s) *ip = s->inext;
   if (s->lprev != NULL) s->lprev->lnext = s->lnext;
   else t->all = s->lnext;
   if (s->lnext != NULL) s->lnext->lprev = s->lprev;
@@ -725,10 +750,9 @@ static void on_session(struct thread *t, struct session *s) {
 }
 
 static struct session *find_by_id(struct thread *t, uint64_t id) {
-  /* Commands name sessions by id; the list is walked (a verdict or a close per session only). */
-  for (struct session *s = t->all; s != NULL; s = s->lnext)
-    if (s->id == id) return s;
-  return NULL;
+  struct session *s = t->ids[(size_t)(id >> 6) & (t->tsize - 1)];
+  while (s != NULL && s->id != id) s = s->inext;
+  return s;
 }
 
 static struct tlistener *find_listener(struct thread *t, uint32_t id) {
@@ -1217,7 +1241,8 @@ int main(int argc, char **argv) {
     if (pthread_mutex_init(&t->qmu, NULL) != 0) die("mutex");
     t->tsize = 1024;
     t->table = calloc(t->tsize, sizeof(*t->table));
-    if (t->table == NULL) die("calloc");
+    t->ids = calloc(t->tsize, sizeof(*t->ids));
+    if (t->table == NULL || t->ids == NULL) die("calloc");
     t->outcap = OUT_FLUSH;
     t->out = xmalloc(t->outcap);
     t->bufs = xmalloc((size_t)BATCH * MAXDG);

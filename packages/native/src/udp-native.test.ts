@@ -302,6 +302,38 @@ describe.skipIf(!HAS_CC)('withNativeUdp', () => {
     expect(await ask(other, port, host, 'z')).toBe('new:z');
   });
 
+  it('holds more than a thousand sessions in one thread (its tables grow)', async () => {
+    const b = await backend();
+    const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
+    const { socket, host, port, f } = await proxy(
+      lb,
+      factory({ threads: 1, maxUdpSessionsPerSource: 4096 }),
+    );
+    const ip = randomLoopback();
+    const clients = await Promise.all(Array.from({ length: 1200 }, () => udpClient(ip)));
+    cleanup.push(() => Promise.all(clients.map((c) => c.close())));
+    for (const [i, c] of clients.entries()) c.send(`c${i}`, port, host);
+    const replies = await Promise.all(
+      clients.map(async (c, i) => {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            return (await c.next(1000)).data.toString() === `c${i}`;
+          } catch (error) {
+            if (attempt >= 4) throw error;
+            c.send(`c${i}`, port, host); // a datagram lost in a loaded loopback queue
+          }
+        }
+      }),
+    );
+    expect(replies.every(Boolean)).toBe(true);
+    expect(socket.sessionCount).toBe(1200);
+    // Every session is still found by its client and by its id (the verdicts, the close).
+    expect(await ask(clients[7] as UdpTestClient, port, host, 'again')).toBe('again');
+    expect(f.counters.sessionsAsked).toBe(1200);
+    socket.abortConnections();
+    await waitFor(() => socket.sessionCount === 0, 5000, 'every session closed by id');
+  });
+
   it('restarts a killed helper, which serves the same port again', async () => {
     const b = await backend();
     const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
