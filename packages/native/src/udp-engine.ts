@@ -5,6 +5,7 @@
  */
 import type { Logger } from '@userspace-proxy/core';
 import { errnoError, NativeHelperError } from './errors.js';
+import { RestartBackoff } from './helper-process.js';
 import { errnoName } from './relay-protocol.js';
 import { UdpHelper } from './udp-helper.js';
 import type {
@@ -48,8 +49,6 @@ export interface UdpEngineOptions extends UdpHelperOptions {
   readonly restartBackoffMs: number;
 }
 
-const MAX_RESTART_DELAY_MS = 5000;
-
 /** See the module comment. */
 export class NativeUdpEngine implements UdpHelperEvents {
   readonly counters: NativeUdpCounters = {
@@ -70,13 +69,14 @@ export class NativeUdpEngine implements UdpHelperEvents {
   /** Session id -> its socket's listener. */
   readonly #sessions = new Map<number, number>();
   #nextListener = 1;
-  #restartDelay = 0;
+  readonly #backoff: RestartBackoff;
   #restartTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #logger: Logger | undefined;
 
   constructor(opts: UdpEngineOptions) {
     this.#opts = opts;
+    this.#backoff = new RestartBackoff(opts.restartBackoffMs);
   }
 
   /** The running helper's process id. */
@@ -263,13 +263,10 @@ export class NativeUdpEngine implements UdpHelperEvents {
 
   #scheduleRestart(): void {
     if (this.#closed || this.#sockets.size === 0) return;
-    this.#restartDelay = Math.min(
-      MAX_RESTART_DELAY_MS,
-      this.#restartDelay === 0 ? this.#opts.restartBackoffMs : this.#restartDelay * 2,
-    );
-    this.#logger?.warn(`restarting the native UDP helper in ${this.#restartDelay} ms`);
+    const delay = this.#backoff.next();
+    this.#logger?.warn(`restarting the native UDP helper in ${delay} ms`);
     clearTimeout(this.#restartTimer);
-    this.#restartTimer = setTimeout(() => void this.#restart(), this.#restartDelay);
+    this.#restartTimer = setTimeout(() => void this.#restart(), delay);
   }
 
   async #restart(): Promise<void> {
@@ -297,6 +294,6 @@ export class NativeUdpEngine implements UdpHelperEvents {
           : errnoError('bind', errnoName(r.errno), `${where.address}:${where.port}`),
       );
     }
-    this.#restartDelay = 0;
+    this.#backoff.reset();
   }
 }

@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { NativeHelperError } from './errors.js';
+import { awaitHello, FrameReader, superviseChild } from './helper-process.js';
 import { MAX_THREADS, readId, writeId } from './relay-protocol.js';
 import {
   buildUdpRelayHelper,
@@ -20,11 +21,10 @@ export class UdpHelper {
   readonly threads: number;
   readonly #child: ChildProcess;
   readonly #events: UdpHelperEvents;
-  #carry: Buffer | undefined;
   #out: Buffer[] = [];
   #scheduled = false;
   #exited = false;
-  #stderr = '';
+  readonly #stderr: { stderrTail(): string };
   #onHello: ((threads: number) => void) | undefined;
   readonly #pendingListens = new Map<number, (errno: number, port: number) => void>();
   readonly #pendingCloses = new Map<number, () => void>();
@@ -33,17 +33,10 @@ export class UdpHelper {
     this.#child = child;
     this.#events = events;
     this.threads = threads;
-    child.stdout?.on('data', (chunk: Buffer) => this.#onData(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => {
-      this.#stderr = (this.#stderr + chunk.toString()).slice(-2000);
-    });
-    // A dying helper can fail a pending write: 'exit' reports it; never an unhandled 'error'.
-    child.on('error', () => undefined);
-    child.stdin?.on('error', () => undefined);
-    child.stdout?.on('error', () => undefined);
-    child.once('exit', (code, signal) => {
+    const reader = new FrameReader((b, off, len) => this.#onFrame(b, off, len));
+    child.stdout?.on('data', (chunk: Buffer) => reader.push(chunk));
+    this.#stderr = superviseChild(child, (why) => {
       this.#exited = true;
-      const why = `exited (${signal ?? code})${this.#stderr ? `: ${JSON.stringify(this.#stderr.slice(-300))}` : ''}`;
       this.#onHello?.(-1);
       for (const done of this.#pendingListens.values()) done(-1, 0);
       this.#pendingListens.clear();
@@ -62,26 +55,14 @@ export class UdpHelper {
     );
     const child = spawn(path, ['--threads', String(n)], { stdio: ['pipe', 'pipe', 'pipe'] });
     const h = new UdpHelper(child, events, n);
-    const timeoutMs = o.startTimeoutMs ?? 10_000;
-    const threads = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new NativeHelperError(`no hello within ${timeoutMs} ms`, { protocol: 'UDP' }));
-      }, timeoutMs);
-      child.once('error', (cause) => {
-        clearTimeout(timer);
-        reject(
-          new NativeHelperError(`cannot run ${path}: ${cause.message}`, { cause, protocol: 'UDP' }),
-        );
-      });
+    const threads = await awaitHello(child, path, o.startTimeoutMs ?? 10_000, 'UDP', (hello) => {
       h.#onHello = (t) => {
-        clearTimeout(timer);
         h.#onHello = undefined;
-        resolve(t);
+        hello(t);
       };
     });
     if (threads < 0) {
-      throw new NativeHelperError(`exited before its hello: ${h.#stderr.slice(-300)}`, {
+      throw new NativeHelperError(`exited before its hello: ${h.#stderr.stderrTail()}`, {
         protocol: 'UDP',
       });
     }
@@ -221,18 +202,6 @@ export class UdpHelper {
     const stdin = this.#child.stdin;
     if (this.#exited || stdin == null || stdin.destroyed) return;
     stdin.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out));
-  }
-
-  #onData(chunk: Buffer): void {
-    const b = this.#carry === undefined ? chunk : Buffer.concat([this.#carry, chunk]);
-    let off = 0;
-    while (b.length - off >= 5) {
-      const len = b.readUInt32BE(off);
-      if (b.length - off - 4 < len) break;
-      if (len > 0) this.#onFrame(b, off + 4, len);
-      off += 4 + len;
-    }
-    this.#carry = off === b.length ? undefined : Buffer.from(b.subarray(off));
   }
 
   #onFrame(b: Buffer, off: number, len: number): void {

@@ -384,6 +384,22 @@ describe.skipIf(!HAS_CC)('withNativeUdp', () => {
     expect(s.constructor.name).toBe('TcpProxySocket');
   });
 
+  it('fails to open, with the cause, when the helper cannot run', async () => {
+    const f = factory({ helperPath: '/nonexistent/udp-relay-helper' });
+    const lb = new FakeLoadBalancer({ [key]: [] });
+    const ctx = createSocketContext({
+      loadBalancer: lb,
+      protocol: 'UDP',
+      ip: randomLoopback(),
+      servicePort,
+    });
+    await expect(f(ctx)).rejects.toMatchObject({
+      code: 'ERR_SOCKET_OPEN',
+      cause: { code: 'ERR_NATIVE_HELPER', message: /native UDP helper: cannot run/ },
+    });
+    expect(f.helperPid()).toBeUndefined();
+  });
+
   it('reports a port conflict as the bind error (EADDRINUSE)', async () => {
     const lb = new FakeLoadBalancer({ [key]: [] });
     const { host, port } = await proxy(lb);
