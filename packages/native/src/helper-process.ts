@@ -5,6 +5,7 @@
  * the TCP helper (relay-helper.ts, engine.ts) carries its own copies written before them.
  */
 import type { ChildProcess } from 'node:child_process';
+import { InvalidOptionError } from '@userspace-proxy/core';
 import { NativeHelperError } from './errors.js';
 
 /** The longest restart delay: a helper that keeps dying is retried every 5 s. */
@@ -107,4 +108,13 @@ export class RestartBackoff {
   reset(): void {
     this.#delay = 0;
   }
+}
+
+/** An integer option of at least `min` (`d` when not given); else InvalidOptionError naming it. */
+export function countOption(name: string, v: number | undefined, d: number, min: number): number {
+  const n = v ?? d;
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(n)}`);
+  }
+  return n;
 }

@@ -7,7 +7,6 @@ import net from 'node:net';
 import {
   createProxySocketFactory,
   DEFAULT_PROXY_SOCKET_OPTIONS,
-  InvalidOptionError,
   type ProxySocket,
   type ProxySocketContext,
   type ProxySocketFactory,
@@ -16,6 +15,7 @@ import {
 } from '@userspace-proxy/core';
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { NativeUnsupportedError } from './errors.js';
+import { countOption } from './helper-process.js';
 import { type NativeUdpCounters, NativeUdpEngine } from './udp-engine.js';
 import type { UdpHelperOptions } from './udp-protocol.js';
 import { NativeUdpProxySocket } from './udp-proxy-socket.js';
@@ -81,16 +81,10 @@ export function withNativeUdp(
       options.maxUdpSessionsPerSource ?? DEFAULT_PROXY_SOCKET_OPTIONS.maxUdpSessionsPerSource,
     ) || Math.ceil(maxUdpSessions / 4);
   const buffer = options.udpBufferBytes ?? 0;
-  const count = (name: string, v: number | undefined, d: number, min: number): number => {
-    const n = v ?? d;
-    if (!Number.isSafeInteger(n) || n < min) {
-      throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(n)}`);
-    }
-    return n;
-  };
-  const restartBackoffMs = count('restartBackoffMs', options.restartBackoffMs, 100, 1);
-  if (options.threads !== undefined) count('threads', options.threads, 0, 0);
-  if (options.startTimeoutMs !== undefined) count('startTimeoutMs', options.startTimeoutMs, 0, 1);
+  const restartBackoffMs = countOption('restartBackoffMs', options.restartBackoffMs, 100, 1);
+  if (options.threads !== undefined) countOption('threads', options.threads, 0, 0);
+  if (options.startTimeoutMs !== undefined)
+    countOption('startTimeoutMs', options.startTimeoutMs, 0, 1);
   const engine = new NativeUdpEngine({
     ...(options.helperPath !== undefined ? { helperPath: options.helperPath } : {}),
     ...(options.compiler !== undefined ? { compiler: options.compiler } : {}),
