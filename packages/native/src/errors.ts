@@ -2,8 +2,8 @@ import { ProxyError } from '@userspace-proxy/core';
 
 /** The helper could not be built, started, or it died: `detail` says which. */
 export class NativeHelperError extends ProxyError {
-  constructor(detail: string, options?: { cause?: unknown }) {
-    super('ERR_NATIVE_HELPER', `native TCP helper: ${detail}`, options);
+  constructor(detail: string, options?: { cause?: unknown; protocol?: 'TCP' | 'UDP' }) {
+    super('ERR_NATIVE_HELPER', `native ${options?.protocol ?? 'TCP'} helper: ${detail}`, options);
   }
 }
 
@@ -14,10 +14,10 @@ export class NativeHelperError extends ProxyError {
 export class NativeUnsupportedError extends ProxyError {
   /** The option or annotation refused. */
   readonly option: string;
-  constructor(option: string, reason: string) {
+  constructor(option: string, reason: string, protocol: 'TCP' | 'UDP' = 'TCP') {
     super(
       'ERR_NATIVE_UNSUPPORTED',
-      `the native TCP data path does not support ${option}: ${reason}`,
+      `the native ${protocol} data path does not support ${option}: ${reason}`,
     );
     this.option = option;
   }

@@ -15,3 +15,11 @@ export {
   type CloseHow,
   type RelayHelperOptions,
 } from './relay-protocol.js';
+export type { NativeUdpCounters } from './udp-engine.js';
+export { type NativeUdpFactory, type NativeUdpOptions, withNativeUdp } from './udp-factory.js';
+export {
+  buildUdpRelayHelper,
+  type UdpCloseReason,
+  type UdpHelperOptions,
+} from './udp-protocol.js';
+export type { NativeUdpSession } from './udp-proxy-socket.js';

@@ -13,6 +13,9 @@ import { PICK_RING } from './relay-protocol.js';
 
 type Target = { readonly host: string; readonly port: number };
 
+/** What the picks go to: the TCP engine, or the UDP one (udp-engine.ts). */
+type PicksEngine = Pick<NativeTcpEngine, 'helperThreads' | 'picks'>;
+
 /** Picks left in a thread's ring (as Node counts them) at which it is topped up. */
 const TOP_UP_AT = (PICK_RING * 3) / 4;
 
@@ -21,7 +24,7 @@ const REPICK_AFTER_FAILURE_MS = 100;
 
 /** See the module comment. */
 export class PicksAhead {
-  readonly #engine: NativeTcpEngine;
+  readonly #engine: PicksEngine;
   readonly #listener: number;
   readonly #servicePort: ServicePortName;
   readonly #lb: LoadBalancer;
@@ -36,7 +39,7 @@ export class PicksAhead {
   readonly #targets = new Map<string, Target | null>();
 
   constructor(
-    engine: NativeTcpEngine,
+    engine: PicksEngine,
     listener: number,
     servicePort: ServicePortName,
     lb: LoadBalancer,
