@@ -8,7 +8,7 @@
  * daemon's memory. Bounded: the run ends with an error after --timeout seconds (default 300).
  *
  *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--built] [--write]
- *     [--heap-snapshot DIR] [--gc] [--node-arg ARG]...
+ *     [--heap-snapshot DIR] [--gc] [--node-arg ARG]... [--data-path node|native]
  *
  * --heap-snapshot DIR: the daemon writes a V8 heap snapshot into DIR right after the first sync
  * (`--heapsnapshot-signal`, signalled by its pid), for finding where the memory goes.
@@ -16,12 +16,14 @@
  * calls `gc()` on SIGWINCH) runs a full GC, and its RSS and heap are read again: what of the RSS
  * after the sync is live data and what is garbage not yet collected.
  * --node-arg ARG: passed to the daemon's node (repeatable), e.g. `--max-semi-space-size=1`.
+ * --data-path native: the daemon's `dataPath: native` (the listeners are the C helper's); RSS is
+ * then the process tree's, the daemon's and its helper's.
  *
  * Longer than 400 lines because it is one scenario read top to bottom: the fake cluster, the daemon
  * process, the measures taken in order, and the table they make.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,6 +46,7 @@ interface Options {
   heapSnapshotDir: string | undefined;
   gc: boolean;
   nodeArgs: string[];
+  dataPath: 'node' | 'native';
 }
 
 function parseArgs(argv: string[]): Options {
@@ -68,7 +71,15 @@ function parseArgs(argv: string[]): Options {
     heapSnapshotDir: heapSnapshotDir(argv),
     gc: argv.includes('--gc'),
     nodeArgs: argv.flatMap((a, i) => (argv[i - 1] === '--node-arg' ? [a] : [])),
+    dataPath: dataPath(argv),
   };
+}
+
+function dataPath(argv: string[]): 'node' | 'native' {
+  const i = argv.indexOf('--data-path');
+  const v = i < 0 ? 'node' : argv[i + 1];
+  if (v !== 'node' && v !== 'native') throw new Error('--data-path: node or native');
+  return v;
 }
 
 function heapSnapshotDir(argv: string[]): string | undefined {
@@ -157,10 +168,36 @@ async function startBackends(): Promise<Server[]> {
   );
 }
 
+/** `pid` and every process under it (the native data path's helper). */
+function treePids(pid: number): number[] {
+  let children: number[] = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (text !== '') children = children.concat(text.split(/\s+/).map(Number));
+    }
+  } catch {
+    // gone meanwhile
+  }
+  return [pid, ...children.flatMap(treePids)];
+}
+
+/** RSS and peak RSS of the daemon's process tree, MiB. */
 function rssMiB(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
-  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+  let rss = 0;
+  let peak = 0;
+  for (const p of treePids(pid)) {
+    try {
+      const status = readFileSync(`/proc/${p}/status`, 'utf8');
+      const kb = (key: string) =>
+        Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
+      rss += kb('VmRSS') / 1024;
+      peak += kb('VmHWM') / 1024;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return { rss, peak };
 }
 
 interface Result {
@@ -247,7 +284,7 @@ kind: KubeProxyConfiguration
 mode: service-port-portal
 healthzBindAddress: ${SERVERS_IP}:10256
 metricsBindAddress: ${SERVERS_IP}:10249
-userspaceProxy: { drainTimeout: 0s }
+userspaceProxy: { drainTimeout: 0s${opts.dataPath === 'native' ? ', dataPath: native' : ''} }
 `,
   );
   const snapshotFlags = opts.heapSnapshotDir
@@ -426,7 +463,9 @@ function markdown(r: Result): string {
     `| a Service added → its listener accepts | ${spread(r.newServiceMs)} |`,
     `| an EndpointSlice changed → the next connection reaches the new endpoint | ${spread(r.endpointMs)} |`,
     '',
-    '| daemon memory (`/proc/PID/status`) | value |',
+    r.opts.dataPath === 'native'
+      ? '| memory of the daemon and its native helper (`dataPath: native`; `/proc/PID/status` of each) | value |'
+      : '| daemon memory (`/proc/PID/status`) | value |',
     '|---|---|',
     `| RSS when the metrics server first answered (code loaded, lists just starting) | ${Math.round(r.rssAtStart)} MiB |`,
     `| RSS after the first sync | ${Math.round(r.rss.rss)} MiB (peak so far ${Math.round(r.rss.peak)} MiB) |`,

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfiguration, type KubeProxyConfiguration } from './config-schema.js';
 import { Daemon } from './daemon.js';
 import { ask, type Backends, startBackends } from './test-support/backends.js';
+import { childCommandLines } from './test-support/children.js';
 import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
 import { parseExposition, sampleValue } from './test-support/prom-text.js';
@@ -51,18 +51,7 @@ function config(mutate: (c: KubeProxyConfiguration) => void = () => {}): KubePro
   return c;
 }
 
-/** The command lines of this process's children (the native helper among them). */
-function children(): string[] {
-  try {
-    return execFileSync('ps', ['-o', 'args=', '--ppid', String(process.pid)], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.trim() !== '');
-  } catch {
-    return []; // ps exits 1 when there is no child
-  }
-}
-
-const helpers = (): string[] => children().filter((c) => c.includes('tcp-relay-helper'));
+const helpers = (): string[] => childCommandLines().filter((c) => c.includes('tcp-relay-helper'));
 
 describe('the daemon with --data-path native', () => {
   it('relays TCP through the helper, counts it in the metrics, and stops the helper with the daemon', async () => {

@@ -8,7 +8,12 @@ import {
 } from '@userspace-proxy/core';
 import { PROXY_PROTOCOL_ANNOTATION } from '@userspace-proxy/core/sockets';
 import { createIdlingProxySocketFactory, HybridProxier, Idler } from '@userspace-proxy/idler';
-import { type NativeTcpFactory, withNativeTcp } from '@userspace-proxy/native';
+import {
+  type NativeTcpFactory,
+  type NativeUdpFactory,
+  withNativeTcp,
+  withNativeUdp,
+} from '@userspace-proxy/native';
 import {
   createRawSctpEngine,
   createUserspaceSctpEngine,
@@ -78,11 +83,27 @@ export async function buildDaemonProxier(
           ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined
             ? nodeSockets(ctx)
             : native(ctx);
+  // And UDP through the UDP helper (its own process: one protocol's helper can die and restart
+  // without the other's), recvmmsg/sendmmsg in batches. The idling proxier's UDP stays in Node:
+  // while a Service is idled its datagrams are dropped or buffered there.
+  const udpOptions = options.proxySocket ?? {};
+  const nativeUdp: NativeUdpFactory | undefined =
+    native === undefined
+      ? undefined
+      : withNativeUdp(tcp, {
+          ...(udpOptions.maxUdpSessions !== undefined
+            ? { maxUdpSessions: udpOptions.maxUdpSessions }
+            : {}),
+          ...(udpOptions.udpBufferBytes !== undefined
+            ? { udpBufferBytes: udpOptions.udpBufferBytes }
+            : {}),
+        });
   const closeSockets = async (): Promise<void> => {
     await engine.close();
     await native?.close();
+    await nativeUdp?.close();
   };
-  const main = await newCustomProxier(options, withProtocols(tcp));
+  const main = await newCustomProxier(options, withProtocols(nativeUdp ?? tcp));
   if (!ext.idling) return { proxier: main, close: closeSockets };
   const unidler = env.sources?.createUnidler?.();
   const idler = new Idler({
