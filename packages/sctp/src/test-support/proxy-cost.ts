@@ -118,6 +118,9 @@ async function child(impl: string): Promise<void> {
     async cpu() {
       return cpuMs();
     },
+    async sys() {
+      return process.cpuUsage().system / 1000;
+    },
     async packets() {
       return packets();
     },
@@ -169,8 +172,9 @@ async function main(): Promise<void> {
   const direct = process.argv.includes('--direct');
   const prof = arg('--prof');
   const implDir = arg('--impl');
+  // A directory of sources (index.ts), or a module itself (a build's dist/index.js).
   const impl = implDir
-    ? resolve(implDir, 'index.ts')
+    ? resolve(implDir, /\.[cm]?[jt]s$/.test(implDir) ? '' : 'index.ts')
     : fileURLToPath(new URL('../index.ts', import.meta.url));
   const messages = Number(
     arg('--messages') ?? Math.ceil((Number(arg('--mb') ?? 200) * 1e6) / size),
@@ -190,6 +194,7 @@ async function main(): Promise<void> {
       proxy?.call<number>('cpu'),
       load.call<number>('cpu'),
     ]);
+    const sys0 = await (proxy ?? sink).call<number>('sys');
     const t0 = performance.now();
     await load.call('load', target, size, messages);
     let got = await sink.call<{ messages: number; bytes: number }>('counts');
@@ -210,6 +215,7 @@ async function main(): Promise<void> {
       number,
     ];
     const p1 = await (proxy ?? sink).call<{ in: number; out: number }>('packets');
+    const sysMs = (await (proxy ?? sink).call<number>('sys')) - sys0;
     const mb = got.bytes / 1e6;
     const per = (ms: number): string =>
       size >= 1000
@@ -222,6 +228,7 @@ async function main(): Promise<void> {
     console.log(
       `${direct ? 'direct' : 'proxy'} ${size} B × ${got.messages}/${messages} in ${seconds.toFixed(2)} s: ${rate}; ` +
         `CPU ${proxy ? `proxy ${per(proxyMs)}, ` : ''}sink ${per(sinkMs)}, load ${per(loadMs)}` +
+        ` (${proxy ? 'proxy' : 'sink'} system ${Math.round((100 * sysMs) / (proxy ? proxyMs : sinkMs))} %)` +
         `; ${proxy ? 'proxy' : 'sink'} packets in ${((p1.in - p0.in) / got.messages).toFixed(3)}, out ${((p1.out - p0.out) / got.messages).toFixed(3)} per message` +
         ` (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
     );
