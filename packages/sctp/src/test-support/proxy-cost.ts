@@ -51,7 +51,7 @@ const cpuMs = (): number => {
  */
 const calls: Record<string, number> = {};
 function countCalls(): void {
-  const wrap = <T extends object>(o: T, k: keyof T & string, name = k): void => {
+  const wrap = <T extends object>(o: T, k: keyof T & string, name: string = k): void => {
     const f = o[k] as unknown as (...a: unknown[]) => unknown;
     calls[name] = 0;
     (o as Record<string, unknown>)[k] = function (this: unknown, ...a: unknown[]) {
