@@ -102,6 +102,10 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   private cookie: Buffer | undefined;
   private flushScheduled = false;
   private sackNow = false;
+  /** A SACK is due, and leaves once the datagrams at hand have been read (setImmediate). */
+  private sackSoon = false;
+  /** Whether TSNs were missing before the packet being handled. */
+  private hadGaps = false;
   private fastRtxPending = false;
   private packetsSinceSack = 0;
   private errorCount = 0;
@@ -323,6 +327,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (byLocalTag) this.remoteEncapsulationPort = udpPort;
     let gotData = false;
     let reported = false;
+    // A packet that fills a hole is acknowledged at once too (RFC 5681 §3.2, which §6.2 follows).
+    this.hadGaps = this.receiver?.hasGaps === true;
     for (const c of p.chunks) {
       if (this.isClosed) return;
       if (!byLocalTag) {
@@ -397,12 +403,15 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (gotData && this.receiver) {
       this.packetsSinceSack++;
       if (
-        this.packetsSinceSack >= 2 ||
+        this.packetsSinceSack >= this.opt.maxPacketsPerSack ||
         this.receiver.hasGaps ||
+        this.hadGaps ||
         this.receiver.hasDuplicates ||
         this.state === 'shutdown-sent'
       ) {
         this.sackNow = true;
+      } else if (this.packetsSinceSack >= 2) {
+        this.sackSoon = true;
       } else {
         this.sackTimer.ensure(this.opt.sackDelay);
       }
@@ -412,7 +421,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       }
     }
     if (this.sackNow || this.ctrl.length > 0) this.scheduleFlush();
-    else if (this.sender?.hasWork === true) this.scheduleDataFlush();
+    else if (this.sackSoon || this.sender?.hasWork === true) this.scheduleDataFlush();
   }
 
   private onData(c: RawChunk): void {
@@ -834,7 +843,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       (this.state === 'established' ||
         this.state === 'shutdown-pending' ||
         this.state === 'shutdown-received');
-    if (this.sackNow || (this.sackTimer.running && sendsData)) {
+    if (this.sackNow || this.sackSoon || (this.sackTimer.running && sendsData)) {
       const gaps = receiver.gapBlocks();
       const dups = receiver.takeDuplicates();
       const rwnd = this.advertisedWindow();
@@ -843,6 +852,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
         this.nextPacket().sack(receiver.cumTsn, rwnd, gaps, dups);
       this.lastAdvertised = rwnd;
       this.sackNow = false;
+      this.sackSoon = false;
       this.packetsSinceSack = 0;
       this.sackTimer.stop();
     }

@@ -19,6 +19,14 @@ export interface SctpAssociationOptions {
   readonly maxRetransmits?: number;
   /** Delayed SACK, ms. Default 200. */
   readonly sackDelay?: number;
+  /**
+   * Packets with DATA one SACK may cover. A SACK is due for every second such packet (RFC 9260
+   * §6.2); it leaves once the datagrams at hand have been read (the end of the event loop's read
+   * batch, setImmediate), so the packets of one burst get one SACK instead of one per two, and at
+   * once after this many packets however long the batch. 2 sends it right after every second
+   * packet, as before. Gaps, duplicates and SHUTDOWN-SENT still get one at once. Default 16.
+   */
+  readonly maxPacketsPerSack?: number;
   /** Receive window advertised (a_rwnd), bytes. Default 1 MiB. */
   readonly receiveWindow?: number;
   /** Largest message sent or reassembled, bytes; a bigger incoming one aborts. Default 1 MiB. */
@@ -59,6 +67,7 @@ export function resolveAssociationOptions(
     maxInitRetransmits: o.maxInitRetransmits ?? 8,
     maxRetransmits: o.maxRetransmits ?? 10,
     sackDelay: o.sackDelay ?? 200,
+    maxPacketsPerSack: o.maxPacketsPerSack ?? 16,
     receiveWindow: o.receiveWindow ?? 1 << 20,
     maxMessageBytes,
     sendHighWaterMark,
@@ -73,6 +82,10 @@ export function resolveAssociationOptions(
     if (!Number.isFinite(v) || v < 0)
       throw new RangeError(`SCTP option ${k} must be a non-negative number, got ${v}`);
   }
+  if (r.maxPacketsPerSack < 2 || !Number.isInteger(r.maxPacketsPerSack))
+    throw new RangeError(
+      `SCTP option maxPacketsPerSack must be an integer of 2 or more, got ${r.maxPacketsPerSack}`,
+    );
   if (r.mtu < 576 || r.mtu > 65535)
     throw new RangeError(`SCTP option mtu must be within 576..65535, got ${r.mtu}`);
   if (

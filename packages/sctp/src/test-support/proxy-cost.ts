@@ -3,10 +3,12 @@
  * load generator, as `pnpm bench --only sctp` runs them), for a fixed amount of work so that the
  * figure depends little on how loaded the machine is:
  * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/proxy-cost.ts
- *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR]`.
+ *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR] [--count]`.
  * Prints each process's CPU milliseconds per MB (or microseconds per message) and the rate.
  * `--prof DIR` writes a V8 CPU profile of the proxy (of the sink with `--direct`) into DIR;
- * `--impl DIR` loads the engine from another copy of `src/` (before/after comparisons). The proxy
+ * `--impl DIR` loads the engine from another copy of `src/` (before/after comparisons), or from a
+ * module (a build's `dist/index.js`); `--count` adds the proxy's (the sink's) timers, immediates,
+ * microtasks and Buffers made per MB or message. The proxy
  * here is `relayAssociations` between a listener and a connect with the proxy socket's association
  * defaults (the Proxier around it adds nothing per message). Not a test.
  */
@@ -43,7 +45,30 @@ const cpuMs = (): number => {
   return (c.user + c.system) / 1000;
 };
 
+/**
+ * With `--count`: how often the process arms a platform timer, schedules a setImmediate or a
+ * microtask, and makes a Buffer (allocUnsafe, alloc, concat), counted by wrapping the globals.
+ */
+const calls: Record<string, number> = {};
+function countCalls(): void {
+  const wrap = <T extends object>(o: T, k: keyof T & string, name: string = k): void => {
+    const f = o[k] as unknown as (...a: unknown[]) => unknown;
+    calls[name] = 0;
+    (o as Record<string, unknown>)[k] = function (this: unknown, ...a: unknown[]) {
+      calls[name] = (calls[name] ?? 0) + 1;
+      return f.apply(this, a);
+    };
+  };
+  wrap(globalThis, 'setTimeout');
+  wrap(globalThis, 'setImmediate');
+  wrap(globalThis, 'queueMicrotask');
+  wrap(Buffer, 'allocUnsafe', 'Buffer.allocUnsafe');
+  wrap(Buffer, 'alloc', 'Buffer.alloc');
+  wrap(Buffer, 'concat', 'Buffer.concat');
+}
+
 async function child(impl: string): Promise<void> {
+  if (process.argv.includes('--count')) countCalls();
   const sctp: typeof Sctp = await import(impl);
   const engine = sctp.createUserspaceSctpEngine();
   let counts = { messages: 0, bytes: 0 };
@@ -118,6 +143,12 @@ async function child(impl: string): Promise<void> {
     async cpu() {
       return cpuMs();
     },
+    async calls() {
+      return { ...calls };
+    },
+    async sys() {
+      return process.cpuUsage().system / 1000;
+    },
     async packets() {
       return packets();
     },
@@ -139,9 +170,9 @@ async function child(impl: string): Promise<void> {
   });
 }
 
-function spawnRole(role: string, impl: string, prof: string | undefined) {
+function spawnRole(role: string, impl: string, prof: string | undefined, count: boolean) {
   const self = fileURLToPath(import.meta.url);
-  const cp = fork(self, ['--child', role, '--impl-path', impl], {
+  const cp = fork(self, ['--child', role, '--impl-path', impl, ...(count ? ['--count'] : [])], {
     execArgv: [...process.execArgv, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -169,15 +200,17 @@ async function main(): Promise<void> {
   const direct = process.argv.includes('--direct');
   const prof = arg('--prof');
   const implDir = arg('--impl');
+  // A directory of sources (index.ts), or a module itself (a build's dist/index.js).
   const impl = implDir
-    ? resolve(implDir, 'index.ts')
+    ? resolve(implDir, /\.[cm]?[jt]s$/.test(implDir) ? '' : 'index.ts')
     : fileURLToPath(new URL('../index.ts', import.meta.url));
   const messages = Number(
     arg('--messages') ?? Math.ceil((Number(arg('--mb') ?? 200) * 1e6) / size),
   );
-  const sink = spawnRole('sink', impl, direct ? prof : undefined);
-  const proxy = direct ? undefined : spawnRole('proxy', impl, prof);
-  const load = spawnRole('load', impl, undefined);
+  const count = process.argv.includes('--count');
+  const sink = spawnRole('sink', impl, direct ? prof : undefined, count);
+  const proxy = direct ? undefined : spawnRole('proxy', impl, prof, count);
+  const load = spawnRole('load', impl, undefined, count);
   try {
     const sinkTarget = await sink.call<Target>('sink');
     const target = proxy ? await proxy.call<Target>('proxy', sinkTarget) : sinkTarget;
@@ -190,6 +223,8 @@ async function main(): Promise<void> {
       proxy?.call<number>('cpu'),
       load.call<number>('cpu'),
     ]);
+    const sys0 = await (proxy ?? sink).call<number>('sys');
+    const calls0 = await (proxy ?? sink).call<Record<string, number>>('calls');
     const t0 = performance.now();
     await load.call('load', target, size, messages);
     let got = await sink.call<{ messages: number; bytes: number }>('counts');
@@ -210,6 +245,8 @@ async function main(): Promise<void> {
       number,
     ];
     const p1 = await (proxy ?? sink).call<{ in: number; out: number }>('packets');
+    const sysMs = (await (proxy ?? sink).call<number>('sys')) - sys0;
+    const calls1 = await (proxy ?? sink).call<Record<string, number>>('calls');
     const mb = got.bytes / 1e6;
     const per = (ms: number): string =>
       size >= 1000
@@ -222,9 +259,18 @@ async function main(): Promise<void> {
     console.log(
       `${direct ? 'direct' : 'proxy'} ${size} B × ${got.messages}/${messages} in ${seconds.toFixed(2)} s: ${rate}; ` +
         `CPU ${proxy ? `proxy ${per(proxyMs)}, ` : ''}sink ${per(sinkMs)}, load ${per(loadMs)}` +
+        ` (${proxy ? 'proxy' : 'sink'} system ${Math.round((100 * sysMs) / (proxy ? proxyMs : sinkMs))} %)` +
         `; ${proxy ? 'proxy' : 'sink'} packets in ${((p1.in - p0.in) / got.messages).toFixed(3)}, out ${((p1.out - p0.out) / got.messages).toFixed(3)} per message` +
         ` (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
     );
+    if (count) {
+      const per = size >= 1000 ? mb : got.messages;
+      const unit = size >= 1000 ? 'per MB' : 'per message';
+      const list = Object.keys(calls1)
+        .map((k) => `${k} ${(((calls1[k] ?? 0) - (calls0[k] ?? 0)) / per).toFixed(2)}`)
+        .join(', ');
+      console.log(`${proxy ? 'proxy' : 'sink'} calls ${unit}: ${list}`);
+    }
     await Promise.all([sink.call('stop'), proxy?.call('stop'), load.call('stop')]);
     await Promise.race([
       Promise.all([sink.exited, proxy?.exited, load.exited]),
