@@ -13,6 +13,7 @@ import { DialAttempt, type EngineSocket, NativeConnection } from './native-conne
 import { RelayHelper } from './relay-helper.js';
 import {
   type CloseHow,
+  type CloseMode,
   errnoName,
   type RelayHelperEvents,
   type RelayHelperOptions,
@@ -180,16 +181,21 @@ export class NativeTcpEngine implements RelayHelperEvents {
     if (conn.state !== 'closed') this.#helper?.cancel(conn.id, attempt);
   }
 
-  /** Closes a connection (RST both ways when `reset`); its `onClosed` follows. */
-  closeConnection(conn: NativeConnection, reset: boolean): void {
+  /** Closes a connection (see {@link CloseMode}); its `onClosed` follows. */
+  closeConnection(conn: NativeConnection, mode: CloseMode): void {
     if (conn.state === 'closed') return;
-    this.#helper?.close(conn.id, reset);
+    this.#helper?.close(conn.id, mode);
+  }
+
+  /** Holds a connection for its socket's accept policy, reading at most `maxBytes` of it. */
+  hold(conn: NativeConnection, maxBytes: number): void {
+    if (conn.state !== 'closed') this.#helper?.hold(conn.id, maxBytes);
   }
 
   /** Resets every connection of `socket`. */
   abortAll(socket: EngineSocket): void {
     for (const conn of this.#conns.values())
-      if (conn.socket === socket) this.closeConnection(conn, true);
+      if (conn.socket === socket) this.closeConnection(conn, 'reset');
   }
 
   /** Stops the helper (every connection it carries ends) and refuses new sockets. */
@@ -231,7 +237,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     const socket = this.#sockets.get(listener);
     this.counters.accepted++;
     if (socket === undefined) {
-      this.#helper?.close(id, true); // a listener closed while this connection was queued
+      this.#helper?.close(id, 'reset'); // a listener closed while this connection was queued
       return;
     }
     const conn = new NativeConnection(id, socket, address, port);
@@ -287,6 +293,11 @@ export class NativeTcpEngine implements RelayHelperEvents {
         ? undefined
         : errnoError('connect', errnoName(errno), `(attempt ${attempt} of a native connection)`),
     );
+  }
+
+  held(id: number, bytes: number): void {
+    const conn = this.#conns.get(id);
+    if (conn !== undefined) conn.held = bytes;
   }
 
   closed(id: number, bytesIn: number, bytesOut: number, how: CloseHow): void {

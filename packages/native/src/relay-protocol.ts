@@ -62,9 +62,14 @@ export interface RelayHelperEvents {
   dialed(conn: number, attempt: number, errno: number): void;
   /** 'p': thread `thread`'s ring for `listener` holds epoch `epoch`'s picks from now on. */
   picksTaken(listener: number, thread: number, epoch: number): void;
+  /** 'h': a held client's buffer holds `bytes`; `eof` once it sent its FIN. */
+  held(conn: number, bytes: number, eof: boolean): void;
   closed(conn: number, bytesIn: number, bytesOut: number, how: CloseHow): void;
   exited(why: string): void;
 }
+
+/** How 'C' closes: FIN, RST, or an accept policy's refusal (RST when the client is unanswered). */
+export type CloseMode = 'fin' | 'reset' | 'refuse';
 
 /** The most threads a helper runs: a connection id names its thread in 6 bits. */
 export const MAX_THREADS = 64;
