@@ -62,6 +62,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -520,6 +521,15 @@ static void expire_dials(struct thread *t, int64_t now) {
     struct deadline d = heap_pop(t);
     struct conn *c = find_conn(t, d.id);
     if (c == NULL || c->state != S_DIALING || c->attempt != d.attempt) continue;
+    /*
+     * Connected (or failed) in time, its event not handled yet: a busy turn handles at most
+     * MAX_EVENTS, and a thread that waited for a core may find many deadlines passed at once.
+     */
+    struct pollfd p = {.fd = c->s[1].fd, .events = POLLOUT};
+    if (poll(&p, 1, 0) == 1) {
+      on_dialed(t, c, (uint32_t)p.revents); /* POLLOUT, POLLERR, POLLHUP are epoll's values */
+      continue;
+    }
     drop_attempt(c);
     reply_dialed(t, c, ETIMEDOUT);
   }
