@@ -200,6 +200,9 @@ export class DialAttempt extends EventEmitter {
     if (error === undefined) {
       if (this.conn.state !== 'closed') this.conn.state = 'relaying';
       this.conn.held = 0;
+      // Now, not when the dial schedule's promise settles: the connection's 'c' may be the next
+      // frame of this chunk, and it would report a dial that connected as failed.
+      this.conn.endDial(true);
       this.emit('connect');
     } else {
       this.emit('error', error);

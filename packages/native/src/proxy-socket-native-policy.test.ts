@@ -108,16 +108,22 @@ async function open(
   endpoints: string[] = [],
   opts: NativeTcpOptions = {},
   logger = noopLogger,
-): Promise<{ socket: CountingSocket; lb: FakeLoadBalancer; context: StandaloneSocketContext }> {
+): Promise<{
+  socket: CountingSocket;
+  lb: FakeLoadBalancer;
+  context: StandaloneSocketContext;
+  native: NativeTcpFactory;
+}> {
   const lb = new FakeLoadBalancer({ [KEY]: endpoints });
   const context = createSocketContext({ loadBalancer: lb, ip: loopback(), servicePort, logger });
-  const f = factory(opts).withAcceptPolicy((ctx) =>
+  const native = factory(opts);
+  const f = native.withAcceptPolicy((ctx) =>
     typeof policy === 'function' ? policy(ctx as StandaloneSocketContext) : policy,
   );
   const socket = (await f(context)) as CountingSocket;
   cleanup.push(() => socket.close());
   void socket.proxyLoop(fakeServiceInfo());
-  return { socket, lb, context };
+  return { socket, lb, context, native };
 }
 
 async function client(socket: ProxySocket): Promise<net.Socket> {
@@ -182,6 +188,28 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket accept policy', () => {
     await waitFor(() => ends.length === 1, 2_000, 'dial ended, before the endpoint accepts');
     expect(ends).toEqual([false]);
     expect(policy.seen[0]?.state).toBe('closed');
+    await waitFor(() => socket.activeConnections() === 0, 5_000, 'counted closed');
+  }, 20_000);
+
+  it('ends a hand-over dial in flight at once when the helper dies, held clients with it', async () => {
+    const endpoint = await stalledEndpoint(5000);
+    const policy = new RecordingPolicy('hold');
+    const { socket, lb, native } = await open(policy, [], {
+      dialTimeoutsMs: [10_000],
+      restartBackoffMs: 50,
+    });
+    const dialling = await client(socket);
+    const waiting = await client(socket);
+    await waitFor(() => policy.seen.length === 2, 5_000, 'both held');
+    lb.setEndpoints(KEY, [endpoint]);
+    const ends: boolean[] = [];
+    policy.seen[0]?.proxy((ok) => ends.push(ok));
+    const closes = [readToEnd(dialling), readToEnd(waiting)];
+    process.kill(native.helperPid() as number, 'SIGKILL');
+    await waitFor(() => ends.length === 1, 2_000, 'the dial ended, not at its 10 s timeout');
+    expect(ends).toEqual([false]);
+    await Promise.all(closes);
+    expect(policy.seen.map((c) => c.state)).toEqual(['closed', 'closed']);
     await waitFor(() => socket.activeConnections() === 0, 5_000, 'counted closed');
   }, 20_000);
 
@@ -345,9 +373,11 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket accept policy', () => {
     expect(policy.closed).toBe(1);
     expect(policy.seen[0]?.state).toBe('held');
     const idle = socket.idle();
+    // Read from now: the FIN may come before `idle` resolves (the helper's 'c' follows it).
+    const ends = readToEnd(c);
     policy.seen[0]?.refuse();
     await idle;
-    expect((await readToEnd(c)).ended).toBe('end');
+    expect((await ends).ended).toBe('end');
   });
 
   it('counts held clients against maxHelperConnections', async () => {
