@@ -56,6 +56,11 @@ export interface IdlerFigures {
   handOverCpuMs: number;
   /** The native helper's part of `handOverCpuMs` (0 on the Node path). */
   helperCpuMs: number;
+  /**
+   * The backend process's CPU over the same time (it accepts, reads a byte and ends each of the
+   * connections): on a 2-core machine it competes with the proxy for the cores.
+   */
+  backendCpuMs: number;
   /** The Idler's bound on hand-over dials in flight in this run. */
   handOverConcurrency: number;
   loadAverage: number;
@@ -89,7 +94,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const after = await proxy.call<IdlerMemory>('memory');
-    const arrived = backend.call<{ firstBytes: number; lastAt: number }>(
+    const arrived = backend.call<{ firstBytes: number; lastAt: number; cpuMs: number }>(
       'waitAll',
       opts.timeoutMs ?? 60_000,
     );
@@ -123,6 +128,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       dialErrors: stats.dialErrors,
       handOverCpuMs: (stats.cpuSeconds + stats.helperCpuSeconds) * 1000,
       helperCpuMs: stats.helperCpuSeconds * 1000,
+      backendCpuMs: end.cpuMs,
       handOverConcurrency: opts.handOverConcurrency ?? 256,
       loadAverage: loadavg()[0] ?? 0,
     };

@@ -229,8 +229,13 @@ export const idlerBackendMethods = {
     });
   },
   /** Resolves with when the last expected first byte arrived, or what had arrived by `timeoutMs`. */
-  waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number }> {
-    const done = () => ({ firstBytes, lastAt: lastFirstByteAt });
+  waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number; cpuMs: number }> {
+    // The backend is idle until the hand-over: its CPU from here is the hand-over's.
+    const cpu = process.cpuUsage();
+    const done = () => {
+      const used = process.cpuUsage(cpu);
+      return { firstBytes, lastAt: lastFirstByteAt, cpuMs: (used.user + used.system) / 1000 };
+    };
     if (firstBytes >= expected) return Promise.resolve(done());
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(done()), timeoutMs);

@@ -64,7 +64,7 @@ async function open(options: IdlerOptions = {}) {
 }
 
 describe.skipIf(!HAS_CC)('the idler on the native socket', () => {
-  it('holds in the helper, asks for pods, hands over oldest first, then proxies', async () => {
+  it('holds in the helper, asks for pods, hands over, then proxies', async () => {
     const s = await open();
     const a = await s.client('a');
     await vi.waitFor(() => expect(s.idler.stats().heldNow).toBe(1));
@@ -78,7 +78,8 @@ describe.skipIf(!HAS_CC)('the idler on the native socket', () => {
     s.publish(backend.port);
     expect(await firstBytes(a, 4)).toBe('ok:a');
     expect(await firstBytes(b, 4)).toBe('ok:b');
-    expect(backend.received).toEqual(['a', 'b']);
+    // Both dials start at once (oldest first): which reaches the backend first is the kernel's.
+    expect([...backend.received].sort()).toEqual(['a', 'b']);
     expect(s.idler.stats()).toMatchObject({ handedOver: 2, handOverFailures: 0, heldNow: 0 });
     const late = await s.client('late');
     expect(await firstBytes(late, 7)).toBe('ok:late');

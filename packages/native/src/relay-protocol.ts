@@ -93,10 +93,17 @@ export function buildRelayHelper(compiler = 'cc'): Promise<string> {
   });
 }
 
+let errnoNames: Map<number, string> | undefined;
+
 /** Name of an errno number (`ECONNREFUSED`), or `errno N`. */
 export function errnoName(n: number): string {
-  for (const [name, v] of Object.entries(constants.errno)) if (v === n) return name;
-  return `errno ${n}`;
+  if (errnoNames === undefined) {
+    errnoNames = new Map();
+    for (const [name, v] of Object.entries(constants.errno)) {
+      if (!errnoNames.has(v)) errnoNames.set(v, name);
+    }
+  }
+  return errnoNames.get(n) ?? `errno ${n}`;
 }
 
 /** The pipe of a connection's thread: its id's low 6 bits name the thread. */
