@@ -44,10 +44,9 @@ async function echo(): Promise<TcpTestServer> {
 }
 
 /**
- * An endpoint whose dials stay in flight for about `stallMs` and then connect: a child process
- * listens with a backlog of 1 and blocks its event loop, two connections fill its accept queue, and
- * the kernel drops further SYNs until the child accepts again (the dialer's SYN retransmit, about
- * a second later, then connects). Then it echoes, and ends each connection after its client's FIN.
+ * An endpoint whose dials stay in flight for about `stallMs`, then connect (at the SYN's retransmit)
+ * and echo: a child listens with a backlog of 1 and blocks its event loop, two connections fill
+ * its accept queue, and the kernel drops further SYNs until the child accepts again.
  */
 async function stalledEndpoint(stallMs: number): Promise<string> {
   const host = loopback();

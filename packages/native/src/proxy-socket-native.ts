@@ -1,3 +1,6 @@
+// Longer than 400 lines because one class holds the listener as core's TCP socket does: its accept
+// path (limits, source ranges, the accept policy), the dial schedule, the fast path of picks made
+// ahead, and the engine's events; split, each part would reach into the others' state.
 /**
  * The native TCP proxy socket: the helper process accepts and relays (epoll, splice(2), every
  * core); Node keeps every decision of core's TCP socket. Each accepted connection runs core's dial
