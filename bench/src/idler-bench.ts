@@ -17,14 +17,25 @@ export interface IdlerBenchOptions {
   handOverConcurrency?: number;
   /** How long the hand-over may take before the run reports what had arrived. */
   timeoutMs?: number;
+  /**
+   * The idling sockets' data path: core's TCP socket (`node`, the default) or
+   * `@userspace-proxy/native`'s helper (`native`: it holds the clients and dials; `--data-path native`).
+   */
+  dataPath?: 'node' | 'native';
 }
 
 /** What one run measured. */
 export interface IdlerFigures {
   held: number;
   ports: number;
-  /** (RSS with every client held − RSS with the sockets open and none held) / held, bytes. */
+  dataPath: 'node' | 'native';
+  /**
+   * (RSS with every client held − RSS with the sockets open and none held) / held, bytes: of the
+   * process tree (Node + the native helper).
+   */
   rssPerHeld: number;
+  /** The native helper's part of `rssPerHeld` (0 on the Node path). */
+  helperRssPerHeld: number;
   /** The part of that growth that is V8's young generation committing more (a one-off step). */
   youngGrowthPerHeld: number;
   /** JS heap in use per held client, bytes. */
@@ -43,6 +54,15 @@ export interface IdlerFigures {
    * core, so it says what the time would be on a quiet one.
    */
   handOverCpuMs: number;
+  /** The native helper's part of `handOverCpuMs` (0 on the Node path). */
+  helperCpuMs: number;
+  /**
+   * The backend process's CPU over the same time (it accepts, reads a byte and ends each of the
+   * connections): on a 2-core machine it competes with the proxy for the cores.
+   */
+  backendCpuMs: number;
+  /** The Idler's bound on hand-over dials in flight in this run. */
+  handOverConcurrency: number;
   loadAverage: number;
 }
 
@@ -64,6 +84,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       opts.ports,
       perPort,
       opts.handOverConcurrency,
+      opts.dataPath ?? 'node',
     );
     const before = await proxy.call<IdlerMemory>('memory');
     await clients.call('connect', front.ip, front.ports, perPort);
@@ -73,7 +94,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const after = await proxy.call<IdlerMemory>('memory');
-    const arrived = backend.call<{ firstBytes: number; lastAt: number }>(
+    const arrived = backend.call<{ firstBytes: number; lastAt: number; cpuMs: number }>(
       'waitAll',
       opts.timeoutMs ?? 60_000,
     );
@@ -88,12 +109,15 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       handOverFailures: number;
       dialErrors: number;
       cpuSeconds: number;
+      helperCpuSeconds: number;
     }>('stats');
     await proxy.call('stop');
     return {
       held,
       ports: opts.ports,
-      rssPerHeld: (after.rss - before.rss) / held,
+      dataPath: opts.dataPath ?? 'node',
+      rssPerHeld: (after.rss + after.helperRss - before.rss - before.helperRss) / held,
+      helperRssPerHeld: (after.helperRss - before.helperRss) / held,
       youngGrowthPerHeld: (after.newSpace - before.newSpace) / held,
       heapPerHeld: (after.heapUsed - before.heapUsed) / held,
       eventsMs: start.eventsMs,
@@ -102,7 +126,10 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       handedOver: stats.handedOver,
       handOverFailures: stats.handOverFailures,
       dialErrors: stats.dialErrors,
-      handOverCpuMs: stats.cpuSeconds * 1000,
+      handOverCpuMs: (stats.cpuSeconds + stats.helperCpuSeconds) * 1000,
+      helperCpuMs: stats.helperCpuSeconds * 1000,
+      backendCpuMs: end.cpuMs,
+      handOverConcurrency: opts.handOverConcurrency ?? 256,
       loadAverage: loadavg()[0] ?? 0,
     };
   } finally {
@@ -122,8 +149,12 @@ export function idlerMarkdown(runs: readonly IdlerFigures[]): string[] {
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of runs) {
+    const native = r.dataPath === 'native';
+    const where = native ? ` (native, ${n(r.handOverConcurrency)} dials)` : '';
+    const helperRss = native ? ` (helper ${n(r.helperRssPerHeld / 1024, 2)})` : '';
+    const helperCpu = native ? ` (helper ${n(r.helperCpuMs)})` : '';
     lines.push(
-      `| ${n(r.held)} / ${n(r.ports)} | ${n(r.rssPerHeld / 1024, 2)} KiB | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
+      `| ${n(r.held)} / ${n(r.ports)}${where} | ${n(r.rssPerHeld / 1024, 2)} KiB${helperRss} | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms${helperCpu} | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
     );
   }
   return lines;
@@ -145,6 +176,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         held: num('--held', base.held),
         ports: num('--ports', base.ports),
         ...(concurrency > 0 ? { handOverConcurrency: concurrency } : {}),
+        ...(args[args.indexOf('--data-path') + 1] === 'native' && args.includes('--data-path')
+          ? { dataPath: 'native' as const }
+          : {}),
       }),
     );
     console.log(JSON.stringify(runs.at(-1)));

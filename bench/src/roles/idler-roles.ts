@@ -1,7 +1,9 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import v8 from 'node:v8';
 import {
+  createProxySocketFactory,
   type ProxySocket,
   RoundRobinLoadBalancer,
   type ServiceInfo,
@@ -9,6 +11,7 @@ import {
 } from '@userspace-proxy/core';
 import { createSocketContext, type StandaloneSocketContext } from '@userspace-proxy/core/sockets';
 import { createIdlingProxySocketFactory, Idler } from '@userspace-proxy/idler';
+import { type NativeTcpFactory, withNativeTcp } from '@userspace-proxy/native';
 
 /**
  * The three processes of the idler benchmark (bench/src/idler-bench.ts): the proxy (idling sockets
@@ -26,6 +29,34 @@ export interface IdlerMemory {
   heapUsed: number;
   /** What V8's young generation has committed: it grows in steps while objects survive, once. */
   newSpace: number;
+  /** RSS of the native helper (`--data-path native`; 0 on the Node path), from /proc. */
+  helperRss: number;
+}
+
+/** The native data path's helper, when the proxy runs it. */
+let native: NativeTcpFactory | undefined;
+
+/** VmRSS of a process, bytes (0 when it cannot be read). */
+function processRss(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** User + system CPU of a process, seconds (fields 14 and 15 of /proc/<pid>/stat, 100 ticks/s). */
+function processCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 function memory(): IdlerMemory {
@@ -34,7 +65,12 @@ function memory(): IdlerMemory {
   gc?.();
   const m = process.memoryUsage();
   const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
-  return { rss: m.rss, heapUsed: m.heapUsed, newSpace: young?.space_size ?? 0 };
+  return {
+    rss: m.rss,
+    heapUsed: m.heapUsed,
+    newSpace: young?.space_size ?? 0,
+    helperRss: processRss(native?.helperPid()),
+  };
 }
 
 let idler: Idler | undefined;
@@ -43,6 +79,7 @@ const contexts: StandaloneSocketContext[] = [];
 const sockets: ProxySocket[] = [];
 let dialErrors = 0;
 let cpuAtHandOver: NodeJS.CpuUsage | undefined;
+let helperCpuAtHandOver = 0;
 
 /** The proxy: `ports` idling sockets on one random 127.x address. */
 export const idlerProxyMethods = {
@@ -50,6 +87,7 @@ export const idlerProxyMethods = {
     ports: number,
     perPort: number,
     handOverConcurrency?: number,
+    dataPath: 'node' | 'native' = 'node',
   ): Promise<{ ip: string; ports: number[] }> {
     const ip = `127.202.${octet()}.${octet()}`;
     lb = new RoundRobinLoadBalancer();
@@ -58,7 +96,10 @@ export const idlerProxyMethods = {
       maxHeldTotal: ports * perPort,
       ...(handOverConcurrency === undefined ? {} : { handOverConcurrency }),
     });
-    const factory = createIdlingProxySocketFactory({ idler });
+    // --data-path native: the helper holds the clients and relays; the Idler decides in Node.
+    native = dataPath === 'native' ? withNativeTcp(createProxySocketFactory()) : undefined;
+    const tcp = native?.withAcceptPolicy;
+    const factory = createIdlingProxySocketFactory({ idler, ...(tcp ? { tcp } : {}) });
     const info = { isAlive: () => true, udpIdleTimeoutMs: 10_000, activeClients: new Map() };
     for (let i = 0; i < ports; i++) {
       const servicePort: ServicePortName = {
@@ -91,6 +132,7 @@ export const idlerProxyMethods = {
   /** One endpoint event per Service port, all to `backendPort`; returns when it started. */
   handOver(backendIp: string, backendPort: number): { t0: number; eventsMs: number } {
     cpuAtHandOver = process.cpuUsage();
+    helperCpuAtHandOver = processCpuSeconds(native?.helperPid());
     const t0 = clock();
     for (const context of contexts) {
       lb?.onEndpointsAdd({
@@ -101,15 +143,24 @@ export const idlerProxyMethods = {
     }
     return { t0, eventsMs: clock() - t0 };
   },
-  /** The counters, and the proxy's CPU time since the hand-over started (s). */
+  /** The counters, and the proxy's CPU time since the hand-over started (s): Node's, the helper's. */
   stats: () => {
     const cpu = process.cpuUsage(cpuAtHandOver);
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;
-    return { ...(idler?.stats() ?? {}), heldByServicePort: {}, dialErrors, cpuSeconds };
+    const helperCpuSeconds =
+      native === undefined ? 0 : processCpuSeconds(native.helperPid()) - helperCpuAtHandOver;
+    return {
+      ...(idler?.stats() ?? {}),
+      heldByServicePort: {},
+      dialErrors,
+      cpuSeconds,
+      helperCpuSeconds,
+    };
   },
   async stop(): Promise<void> {
     idler?.close();
     for (const socket of sockets.splice(0)) await socket.close();
+    await native?.close();
   },
 };
 
@@ -178,8 +229,13 @@ export const idlerBackendMethods = {
     });
   },
   /** Resolves with when the last expected first byte arrived, or what had arrived by `timeoutMs`. */
-  waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number }> {
-    const done = () => ({ firstBytes, lastAt: lastFirstByteAt });
+  waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number; cpuMs: number }> {
+    // The backend is idle until the hand-over: its CPU from here is the hand-over's.
+    const cpu = process.cpuUsage();
+    const done = () => {
+      const used = process.cpuUsage(cpu);
+      return { firstBytes, lastAt: lastFirstByteAt, cpuMs: (used.user + used.system) / 1000 };
+    };
     if (firstBytes >= expected) return Promise.resolve(done());
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(done()), timeoutMs);

@@ -1,5 +1,6 @@
 import type dgram from 'node:dgram';
 import {
+  type AcceptPolicyFactory,
   createProxySocketFactory,
   type ProxySocket,
   type ProxySocketFactory,
@@ -21,11 +22,19 @@ export interface IdlingProxySocketFactoryOptions
    * such a protocol is refused with UnsupportedProtocolError.
    */
   base?: ProxySocketFactory;
+  /**
+   * Makes the TCP factory from the idler's accept policy: any factory that implements core's
+   * `acceptPolicy` contract, such as `@userspace-proxy/native`'s
+   * `withNativeTcp(...).withAcceptPolicy`, whose helper holds the clients and hands them over at a
+   * fraction of Node's cost per client. Default: core's TCP socket with this factory's socket
+   * options (which such a factory then does not see: it takes its own).
+   */
+  tcp?: (acceptPolicy: AcceptPolicyFactory) => ProxySocketFactory;
 }
 
 /**
- * The socket factory of an idling proxier: TCP through core's socket with the Idler's accept
- * policy (hold while no endpoints, hand over when they come), UDP through
+ * The socket factory of an idling proxier: TCP through core's socket (or the `tcp` option's) with the
+ * Idler's accept policy (hold while no endpoints, hand over when they come), UDP through
  * {@link IdlingUdpProxySocket} (drop or buffer while no endpoints, NeedPods per burst), anything
  * else through `base`. The socket options (dial timeouts, hold buffer, UDP sessions…) are core's.
  * @throws InvalidOptionError at once for a bad socket option.
@@ -33,8 +42,11 @@ export interface IdlingProxySocketFactoryOptions
 export function createIdlingProxySocketFactory(
   options: IdlingProxySocketFactoryOptions,
 ): ProxySocketFactory {
-  const { idler, base, ...socketOptions } = options;
-  const tcp = createProxySocketFactory({ ...socketOptions, acceptPolicy: idler.acceptPolicy });
+  const { idler, base, tcp: makeTcp, ...socketOptions } = options;
+  const tcp =
+    makeTcp === undefined
+      ? createProxySocketFactory({ ...socketOptions, acceptPolicy: idler.acceptPolicy })
+      : makeTcp(idler.acceptPolicy);
   const udpOptions = {
     ...socketOptions,
     ...(socketOptions.createUdpSocket === undefined

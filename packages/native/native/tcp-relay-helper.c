@@ -25,7 +25,14 @@
  * Node -> helper, on the pipe of the connection's thread (the low 6 bits of its id)
  *   'D' dial           u64 conn, u32 attempt, u32 timeoutMs, u16 port, addr -> 'd'
  *   'K' cancel         u64 conn, u32 attempt (the attempt is reset; once relaying, the connection)
- *   'C' close          u64 conn, u8 reset (0: FIN, 1: RST)                -> 'c'
+ *   'C' close          u64 conn, u8 reset (0: FIN, 1: RST, 2: an accept policy's refusal: RST
+ *                      when the client is unanswered, held bytes or a hand-over dial, else FIN) -> 'c'
+ *   'O' hold           u64 conn, u32 maxBytes: an accept policy holds the connection. The helper
+ *                      reads the client into a buffer of at most maxBytes (then stops reading),
+ *                      reports what it holds ('h'), closes it at once when the client resets or
+ *                      sends its FIN before any byte (a FIN after bytes is kept, for after the
+ *                      dial), and writes the bytes to the endpoint first once a 'D' connected.
+ *                      While a hand-over 'D' is in flight the client is still read and watched.
  * helper -> Node
  *   'H' hello          u32 threads, u32 maxConnections
  *   'l' listening      u32 listener, i32 errno (0: ok), u16 bound port
@@ -39,6 +46,8 @@
  *   'e' accept-error   u32 listener, i32 errno (accepting paused with back-off)
  *   'd' dialed         u64 conn, u32 attempt, i32 errno (0: connected and relaying; ETIMEDOUT
  *                      when the attempt's timeoutMs passed first)
+ *   'h' held           u64 conn, u32 bytes held, u8 eof (the client sent its FIN): after each
+ *                      read of a held client, at most one per connection per turn
  *   'c' closed         u64 conn, u64 bytes client->endpoint, u64 bytes endpoint->client, u8 how
  *                      (how: 0 both sides done, 1 client reset, 2 endpoint reset, 3 closed by Node,
  *                      4 reset by Node, 5 idle timeout, 6 half-close timeout, 7 local error)
@@ -53,6 +62,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -76,7 +86,7 @@
 #define RING 64
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
-enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED };
+enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED, S_HELD };
 enum how {
   HOW_DONE = 0, HOW_CLIENT_RESET, HOW_ENDPOINT_RESET, HOW_NODE_CLOSE, HOW_NODE_RESET,
   HOW_IDLE, HOW_HALF_CLOSE, HOW_ERROR
@@ -98,6 +108,8 @@ struct conn {
   int state;
   int64_t last_ms;
   int keepalive; /* the endpoint socket has keep-alive (set by the sweep, once it lived a second) */
+  int holding;   /* held by an accept policy ('O'): the client is read into d[0].pend until relaying */
+  uint32_t hold_max;
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
 };
 /* An endpoint picked ahead by Node (sockaddr_in6 holds a sockaddr_in as well). */
@@ -110,7 +122,7 @@ struct cmd {
   uint8_t type, reset;
   int *left; /* 'X': threads still to close their socket; the last one says 'x' */
   uint64_t conn;
-  uint32_t attempt, lid, timeout_ms, epoch, npicks;
+  uint32_t attempt, lid, timeout_ms, epoch, npicks, max_bytes;
   struct pick *picks; /* 'P': malloc'd by the main thread, freed by the worker */
   int fd;
   struct sockaddr_storage sa;
@@ -474,7 +486,7 @@ static void drop_attempt(struct conn *c) {
   close_fd(c->s[1].fd, 1);
   c->s[1].fd = -1;
   c->s[1].events = UINT32_MAX;
-  c->state = S_ACCEPTED;
+  c->state = c->holding ? S_HELD : S_ACCEPTED;
 }
 
 /*
@@ -496,6 +508,7 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
     return;
   }
   c->state = S_RELAY;
+  c->holding = 0; /* what was held is d[0]'s pending bytes: written first, then its FIN if any */
   c->last_ms = now_ms();
   c->next = t->relaying;
   if (t->relaying) t->relaying->prev = c;
@@ -508,6 +521,15 @@ static void expire_dials(struct thread *t, int64_t now) {
     struct deadline d = heap_pop(t);
     struct conn *c = find_conn(t, d.id);
     if (c == NULL || c->state != S_DIALING || c->attempt != d.attempt) continue;
+    /*
+     * Connected (or failed) in time, its event not handled yet: a busy turn handles at most
+     * MAX_EVENTS, and a thread that waited for a core may find many deadlines passed at once.
+     */
+    struct pollfd p = {.fd = c->s[1].fd, .events = POLLOUT};
+    if (poll(&p, 1, 0) == 1) {
+      on_dialed(t, c, (uint32_t)p.revents); /* POLLOUT, POLLERR, POLLHUP are epoll's values */
+      continue;
+    }
     drop_attempt(c);
     reply_dialed(t, c, ETIMEDOUT);
   }
@@ -515,7 +537,7 @@ static void expire_dials(struct thread *t, int64_t now) {
 
 static void dial(struct thread *t, struct conn *c, struct cmd *m) {
   int err = 0;
-  if (c->state != S_ACCEPTED) return; /* Node dials one attempt at a time */
+  if (c->state != S_ACCEPTED && c->state != S_HELD) return; /* one attempt at a time */
   c->attempt = m->attempt;
   int fd = socket(m->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -536,6 +558,82 @@ static void dial(struct thread *t, struct conn *c, struct cmd *m) {
   if (m->timeout_ms > 0) {
     heap_push(t, (struct deadline){.at = now_ms() + m->timeout_ms, .id = m->conn, .attempt = m->attempt});
   }
+}
+
+/* ---- held clients (an accept policy's 'hold') ---- */
+
+static void reply_held(struct thread *t, struct conn *c) {
+  struct buf *b = &t->out;
+  size_t at = frame_begin(b, 'h');
+  put64(b, conn_id(t, c));
+  put32(b, c->d[0].inpipe);
+  put8(b, (uint8_t)(c->d[0].eof != 0));
+  frame_end(b, at);
+}
+
+/*
+ * What a held client's side is watched for: readable while there is room in its hold buffer and
+ * no FIN yet; otherwise only errors and hang-ups (EPOLLET alone: epoll always reports those, and a
+ * drained FIN does not make the socket report again), so a client that resets is still noticed.
+ */
+static void watch_held(struct thread *t, struct conn *c) {
+  struct dir *d = &c->d[0];
+  watch(t, &c->s[0], !d->eof && d->inpipe < c->hold_max ? EPOLLIN | EPOLLRDHUP : EPOLLET);
+}
+
+/*
+ * A held (or handed-over, still dialling) client's side reported. Its bytes go into d[0].pend,
+ * bounded by hold_max; a reset, a hang-up, or a FIN with nothing held (while not dialling) closes
+ * the connection at once, the attempt in flight with it.
+ */
+static void on_held_event(struct thread *t, struct conn *c, uint32_t events) {
+  struct dir *d = &c->d[0];
+  int fd = c->s[0].fd, changed = 0;
+  if (events & EPOLLERR) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+      conn_close(t, c, HOW_CLIENT_RESET, 0, 1);
+      return;
+    }
+  }
+  while (!d->eof && d->inpipe < c->hold_max) {
+    size_t room = c->hold_max - d->inpipe;
+    ssize_t n = read(fd, t->tbuf, room < PIPE_CHUNK ? room : PIPE_CHUNK);
+    if (n > 0) {
+      unsigned char *p = realloc(d->pend, d->inpipe + (size_t)n);
+      if (p == NULL) { conn_close(t, c, HOW_ERROR, 1, 1); return; }
+      memcpy(p + d->inpipe, t->tbuf, (size_t)n);
+      d->pend = p;
+      d->pend_off = 0;
+      d->inpipe += (uint32_t)n;
+      changed = 1;
+      if ((size_t)n < room && n < PIPE_CHUNK) break; /* drained for now */
+      continue;
+    }
+    if (n == 0) {
+      d->eof = 1;
+      changed = 1;
+      /* a client that gave up before saying anything: nothing could ever answer it */
+      if (d->inpipe == 0 && c->state == S_HELD) { conn_close(t, c, HOW_DONE, 0, 1); return; }
+      break;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) break;
+    conn_close(t, c, HOW_CLIENT_RESET, 0, 1);
+    return;
+  }
+  if (!changed && (events & EPOLLHUP)) { conn_close(t, c, HOW_CLIENT_RESET, 0, 1); return; }
+  if (changed) reply_held(t, c);
+  watch_held(t, c);
+}
+
+static void hold(struct thread *t, struct conn *c, uint32_t max_bytes) {
+  if (c->state != S_ACCEPTED || c->holding) return;
+  c->holding = 1;
+  c->hold_max = max_bytes > 0 ? max_bytes : 1;
+  c->state = S_HELD;
+  watch_held(t, c);
 }
 
 /* ---- listeners and accept ---- */
@@ -681,7 +779,12 @@ static void run_cmd(struct thread *t, struct cmd *m) {
     if (c->state == S_RELAY) conn_close(t, c, HOW_NODE_RESET, 1, 1);
     else if (c->state == S_DIALING) drop_attempt(c);
   } else if (m->type == 'C') {
-    conn_close(t, c, m->reset ? HOW_NODE_RESET : HOW_NODE_CLOSE, m->reset, 1);
+    int reset = m->reset == 1;
+    /* a refusal: a client whose request will never be answered must not take the close for one */
+    if (m->reset == 2) reset = c->state == S_DIALING || (c->holding && c->d[0].inpipe > 0);
+    conn_close(t, c, reset ? HOW_NODE_RESET : HOW_NODE_CLOSE, reset, 1);
+  } else if (m->type == 'O') {
+    hold(t, c, m->max_bytes);
   }
 }
 
@@ -713,7 +816,8 @@ static void conn_command(struct thread *t, const unsigned char *p, uint32_t n) {
   memset(&m, 0, sizeof m);
   m.type = p[0];
   p++;
-  if ((m.type == 'D' && n >= 20) || (m.type == 'K' && n >= 13) || (m.type == 'C' && n >= 10)) {
+  if ((m.type == 'D' && n >= 20) || (m.type == 'K' && n >= 13) || (m.type == 'C' && n >= 10) ||
+      (m.type == 'O' && n >= 13)) {
     m.conn = get64(p);
     if (m.type == 'D') {
       m.attempt = get32(p + 8);
@@ -724,8 +828,10 @@ static void conn_command(struct thread *t, const unsigned char *p, uint32_t n) {
       }
     } else if (m.type == 'K') {
       m.attempt = get32(p + 8);
+    } else if (m.type == 'O') {
+      m.max_bytes = get32(p + 8);
     } else {
-      m.reset = p[8] != 0;
+      m.reset = p[8] > 2 ? 1 : p[8];
     }
     run_cmd(t, &m);
     return;
@@ -802,6 +908,8 @@ static void *loop(void *arg) {
       if (c->state == S_CLOSED || s->fd < 0) continue;
       if (c->state == S_DIALING && s->index == 1) {
         on_dialed(t, c, evs[i].events);
+      } else if (c->holding && s->index == 0) {
+        on_held_event(t, c, evs[i].events);
       } else if (c->state == S_RELAY) {
         int err = 0;
         socklen_t len = sizeof err;

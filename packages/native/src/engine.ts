@@ -4,15 +4,16 @@
  * attempts into the `net.Socket`-shaped objects core's dial schedule drives, stops the helper when
  * nothing uses it, and restarts it with back-off when it dies (its sockets listen again).
  */
-import { setMaxListeners } from 'node:events';
 import type net from 'node:net';
 import type { Logger } from '@userspace-proxy/core';
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { errnoError, NativeHelperError } from './errors.js';
+import { HelperAbort } from './helper-abort.js';
 import { DialAttempt, type EngineSocket, NativeConnection } from './native-connection.js';
 import { RelayHelper } from './relay-helper.js';
 import {
   type CloseHow,
+  type CloseMode,
   errnoName,
   type RelayHelperEvents,
   type RelayHelperOptions,
@@ -69,18 +70,11 @@ export class NativeTcpEngine implements RelayHelperEvents {
   readonly #where = new Map<number, { address: string; port: number; backlog: number }>();
   readonly #conns = new Map<number, NativeConnection>();
   #nextListener = 1;
-  #abort = NativeTcpEngine.#controller();
+  #abort = new HelperAbort();
   #restartDelay = 0;
   #restartTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #logger: Logger | undefined;
-
-  /** Every dial in flight listens on it: no listener-count warning. */
-  static #controller(): AbortController {
-    const c = new AbortController();
-    setMaxListeners(0, c.signal);
-    return c;
-  }
 
   constructor(opts: EngineOptions) {
     this.#opts = opts;
@@ -89,7 +83,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
 
   /** Aborted when the helper dies: every dial in flight ends at once. */
   get signal(): AbortSignal {
-    return this.#abort.signal;
+    return this.#abort as unknown as AbortSignal;
   }
 
   /** The running helper's process id. */
@@ -180,16 +174,21 @@ export class NativeTcpEngine implements RelayHelperEvents {
     if (conn.state !== 'closed') this.#helper?.cancel(conn.id, attempt);
   }
 
-  /** Closes a connection (RST both ways when `reset`); its `onClosed` follows. */
-  closeConnection(conn: NativeConnection, reset: boolean): void {
+  /** Closes a connection (see {@link CloseMode}); its `onClosed` follows. */
+  closeConnection(conn: NativeConnection, mode: CloseMode): void {
     if (conn.state === 'closed') return;
-    this.#helper?.close(conn.id, reset);
+    this.#helper?.close(conn.id, mode);
+  }
+
+  /** Holds a connection for its socket's accept policy, reading at most `maxBytes` of it. */
+  hold(conn: NativeConnection, maxBytes: number): void {
+    if (conn.state !== 'closed') this.#helper?.hold(conn.id, maxBytes);
   }
 
   /** Resets every connection of `socket`. */
   abortAll(socket: EngineSocket): void {
     for (const conn of this.#conns.values())
-      if (conn.socket === socket) this.closeConnection(conn, true);
+      if (conn.socket === socket) this.closeConnection(conn, 'reset');
   }
 
   /** Stops the helper (every connection it carries ends) and refuses new sockets. */
@@ -231,7 +230,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     const socket = this.#sockets.get(listener);
     this.counters.accepted++;
     if (socket === undefined) {
-      this.#helper?.close(id, true); // a listener closed while this connection was queued
+      this.#helper?.close(id, 'reset'); // a listener closed while this connection was queued
       return;
     }
     const conn = new NativeConnection(id, socket, address, port);
@@ -289,6 +288,11 @@ export class NativeTcpEngine implements RelayHelperEvents {
     );
   }
 
+  held(id: number, bytes: number): void {
+    const conn = this.#conns.get(id);
+    if (conn !== undefined) conn.held = bytes;
+  }
+
   closed(id: number, bytesIn: number, bytesOut: number, how: CloseHow): void {
     const conn = this.#conns.get(id);
     if (conn === undefined) return;
@@ -317,7 +321,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     }
     this.#helper = undefined;
     this.#abort.abort(new NativeHelperError(why));
-    this.#abort = NativeTcpEngine.#controller();
+    this.#abort = new HelperAbort();
     const conns = [...this.#conns.values()];
     this.#conns.clear();
     for (const conn of conns) this.#end(conn, conn.bytesIn, conn.bytesOut, 'helper-exit');

@@ -3,7 +3,12 @@
  * schedule drives in place of a `net.Socket`.
  */
 import { EventEmitter } from 'node:events';
-import type { ProxySocketOptions } from '@userspace-proxy/core';
+import type {
+  AcceptedConnection,
+  AcceptedConnectionState,
+  Logger,
+  ProxySocketOptions,
+} from '@userspace-proxy/core';
 import type { NativeHelperError } from './errors.js';
 import type { CloseHow } from './relay-protocol.js';
 
@@ -42,22 +47,40 @@ export interface EngineSocket {
   onPickDialed(conn: NativeConnection, errno: number): void;
   /** A helper thread took epoch `epoch`'s picks ('p'). */
   onPicksTaken(thread: number, epoch: number): void;
+  /** {@link AcceptedConnection.proxy} of a held connection (its state is already `dialling`). */
+  handOver(conn: NativeConnection): void;
+  /** {@link AcceptedConnection.refuse} of a connection not yet closed. */
+  refuseConnection(conn: NativeConnection, reason: string): void;
+  /** Where a failing close or dial-end listener is reported. */
+  readonly logger: Logger;
 }
+
+type CloseListener = (connection: AcceptedConnection) => void;
 
 /** What a dial attempt needs of the engine: to cancel it in the helper. */
 export interface AttemptCanceller {
   cancel(conn: NativeConnection, attempt: number): void;
 }
 
-/** One accepted connection, as Node sees it: the bytes are the helper's. */
-export class NativeConnection {
+/**
+ * One accepted connection, as Node sees it (the bytes are the helper's), and the accept policy's
+ * {@link AcceptedConnection}: one object per connection, since a held client costs what its objects
+ * cost. `state` is `closed` once Node closed it (a refusal) or the helper reported its end ('c').
+ */
+export class NativeConnection implements AcceptedConnection {
   readonly id: number;
   readonly socket: EngineSocket;
   readonly remoteAddress: string;
   readonly remotePort: number;
   readonly acceptedAt = performance.now();
-  state: 'new' | 'dialling' | 'relaying' | 'closed' = 'new';
+  state: AcceptedConnectionState = 'new';
   endpoint = '';
+  /** What the helper holds of a held client ('h'), until relaying starts. */
+  held = 0;
+  /** `proxy(onDialEnd)`'s callback, until the dial has ended. */
+  dialEnd: ((connected: boolean) => void) | undefined;
+  #closeListeners: CloseListener | CloseListener[] | undefined;
+  #notified = false;
   bytesIn = 0;
   bytesOut = 0;
   /** The dial attempt in flight. */
@@ -74,6 +97,68 @@ export class NativeConnection {
     this.socket = socket;
     this.remoteAddress = address;
     this.remotePort = port;
+  }
+
+  get heldBytes(): number {
+    return this.state === 'held' || this.state === 'dialling' ? this.held : 0;
+  }
+
+  proxy(onDialEnd?: (connected: boolean) => void): boolean {
+    if (this.state !== 'held') return false;
+    this.dialEnd = onDialEnd;
+    this.state = 'dialling';
+    this.socket.handOver(this);
+    return true;
+  }
+
+  refuse(reason = 'policy'): boolean {
+    if (this.state === 'closed') return false;
+    this.socket.refuseConnection(this, reason);
+    return true;
+  }
+
+  onClose(listener: (connection: AcceptedConnection) => void): void {
+    if (this.#notified) {
+      listener(this);
+      return;
+    }
+    const listeners = this.#closeListeners;
+    if (listeners === undefined) this.#closeListeners = listener;
+    else if (typeof listeners === 'function') this.#closeListeners = [listeners, listener];
+    else listeners.push(listener);
+  }
+
+  /** The dial of a hand-over ended (once; later calls do nothing). */
+  endDial(connected: boolean): void {
+    const listener = this.dialEnd;
+    if (listener === undefined) return;
+    this.dialEnd = undefined;
+    try {
+      listener(connected);
+    } catch (error) {
+      this.socket.logger.error('a dial-end listener failed', error);
+    }
+  }
+
+  /** Marks the connection closed for good and tells the listeners, once. */
+  markClosed(): void {
+    this.state = 'closed';
+    if (this.#notified) return;
+    this.#notified = true;
+    this.endDial(false);
+    const listeners = this.#closeListeners;
+    this.#closeListeners = undefined;
+    if (listeners === undefined) return;
+    if (typeof listeners === 'function') this.#callCloseListener(listeners);
+    else for (const listener of listeners) this.#callCloseListener(listener);
+  }
+
+  #callCloseListener(listener: CloseListener): void {
+    try {
+      listener(this);
+    } catch (error) {
+      this.socket.logger.error('a connection close listener failed', error);
+    }
   }
 }
 
@@ -113,7 +198,11 @@ export class DialAttempt extends EventEmitter {
     this.#settled = true;
     if (this.conn.pending === this) this.conn.pending = undefined;
     if (error === undefined) {
-      this.conn.state = 'relaying';
+      if (this.conn.state !== 'closed') this.conn.state = 'relaying';
+      this.conn.held = 0;
+      // Now, not when the dial schedule's promise settles: the connection's 'c' may be the next
+      // frame of this chunk, and it would report a dial that connected as failed.
+      this.conn.endDial(true);
       this.emit('connect');
     } else {
       this.emit('error', error);

@@ -4,6 +4,7 @@
  */
 import net from 'node:net';
 import {
+  type AcceptPolicyFactory,
   createProxySocketFactory,
   DEFAULT_PROXY_SOCKET_OPTIONS,
   InvalidOptionError,
@@ -33,10 +34,12 @@ export interface NativeTcpOptions extends ProxySocketOptions, RelayHelperOptions
   /** First delay before a dead helper is restarted, ms; doubles up to 5 s. Default 100. */
   readonly restartBackoffMs?: number;
   /**
-   * Not supported: the native socket has no accept policy (holding needs the bytes in Node).
-   * Given, every TCP socket of the factory fails to open with ERR_NATIVE_UNSUPPORTED.
+   * Core's accept policy of every TCP socket (proxy now, hold, or refuse per connection), with core's
+   * semantics: the verdict runs in Node on each accept; a held client is read by the helper into a
+   * buffer of at most `holdBufferBytes` and written to the endpoint first after `proxy()`. Default:
+   * every connection is proxied at once (and the fast path of picks made ahead may apply).
    */
-  readonly acceptPolicy?: unknown;
+  readonly acceptPolicy?: AcceptPolicyFactory;
 }
 
 /** What {@link withNativeTcp} returns: a factory, plus its helper's counters and shutdown. */
@@ -47,6 +50,12 @@ export interface NativeTcpFactory extends ProxySocketFactory {
   helperPid(): number | undefined;
   /** Stops the helper (every connection it carries ends); later TCP sockets fail to open. */
   close(): Promise<void>;
+  /**
+   * A factory whose TCP sockets use `acceptPolicy` (none: every connection proxied) and share this
+   * factory's helper, its options and its `maxHelperConnections` (held clients count): an idling
+   * proxier's sockets beside the main proxier's, one helper for both.
+   */
+  withAcceptPolicy(acceptPolicy: AcceptPolicyFactory | undefined): ProxySocketFactory;
 }
 
 /**
@@ -96,33 +105,32 @@ export function withNativeTcp(
       halfCloseTimeoutMs: opts.halfCloseTimeoutMs,
     },
   });
-  const factory = async (ctx: ProxySocketContext): Promise<ProxySocket> => {
-    if (String(ctx.protocol).toUpperCase() !== 'TCP') return base(ctx);
-    const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/TCP`;
-    if (options.acceptPolicy !== undefined) {
-      throw new NativeUnsupportedError(
-        'acceptPolicy',
-        'holding and refusing need the bytes in Node',
-      );
-    }
-    if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
-      throw new SocketOpenError(what, { cause: new TypeError(`"${ctx.ip}" is not an IP address`) });
-    }
-    if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
-      throw new SocketOpenError(what, {
-        cause: new RangeError(`port ${ctx.port} is out of range`),
-      });
-    }
-    try {
-      return await NativeTcpProxySocket.open(ctx, engine, opts, backlog);
-    } catch (error) {
-      if (error instanceof NativeUnsupportedError) throw error;
-      throw new SocketOpenError(what, { cause: error });
-    }
-  };
-  return Object.assign(factory, {
+  const make =
+    (acceptPolicy: AcceptPolicyFactory | undefined) =>
+    async (ctx: ProxySocketContext): Promise<ProxySocket> => {
+      if (String(ctx.protocol).toUpperCase() !== 'TCP') return base(ctx);
+      const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/TCP`;
+      if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
+        throw new SocketOpenError(what, {
+          cause: new TypeError(`"${ctx.ip}" is not an IP address`),
+        });
+      }
+      if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
+        throw new SocketOpenError(what, {
+          cause: new RangeError(`port ${ctx.port} is out of range`),
+        });
+      }
+      try {
+        return await NativeTcpProxySocket.open(ctx, engine, opts, backlog, acceptPolicy);
+      } catch (error) {
+        if (error instanceof NativeUnsupportedError) throw error;
+        throw new SocketOpenError(what, { cause: error });
+      }
+    };
+  return Object.assign(make(options.acceptPolicy), {
     counters: engine.counters,
     helperPid: () => engine.helperPid,
     close: () => engine.close(),
+    withAcceptPolicy: make,
   });
 }

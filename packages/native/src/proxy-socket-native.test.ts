@@ -263,13 +263,6 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
 
   it('fails loudly for what it does not support', async () => {
     const lb = new FakeLoadBalancer({ [key]: [] });
-    const f = factory({ acceptPolicy: () => ({ accept: () => 'proxy' }) });
-    await expect(
-      f(createSocketContext({ loadBalancer: lb, ip: randomLoopback() })),
-    ).rejects.toMatchObject({
-      code: 'ERR_NATIVE_UNSUPPORTED',
-      option: 'acceptPolicy',
-    });
     const ctx = createSocketContext({
       loadBalancer: lb,
       ip: randomLoopback(),

@@ -1,3 +1,6 @@
+// Longer than 400 lines because one class holds the listener as core's TCP socket does: its accept
+// path (limits, source ranges, the accept policy), the dial schedule, the fast path of picks made
+// ahead, and the engine's events; split, each part would reach into the others' state.
 /**
  * The native TCP proxy socket: the helper process accepts and relays (epoll, splice(2), every
  * core); Node keeps every decision of core's TCP socket. Each accepted connection runs core's dial
@@ -8,8 +11,12 @@
  */
 import net from 'node:net';
 import {
+  type AcceptPolicy,
+  type AcceptPolicyFactory,
+  type AcceptVerdict,
   type Addr,
   type Logger,
+  PROXY_EVERY_CONNECTION,
   type ProxySocket,
   type ProxySocketContext,
   RoundRobinLoadBalancer,
@@ -51,6 +58,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   readonly #opts: SocketSettings;
   readonly #allowed: ((address: string | undefined) => boolean) | undefined;
   readonly #log: Logger;
+  /** Core's accept policy: proxy now, hold (the helper reads the client), or refuse. */
+  readonly #policy: AcceptPolicy;
   readonly #refusalLog = new LogLimiter();
   readonly #name: string;
   /** The dial schedule's timers in Node: the helper's timeouts plus a grace (a safety net). */
@@ -75,6 +84,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     engine: NativeTcpEngine,
     opts: SocketSettings,
     backlog: number,
+    acceptPolicy?: AcceptPolicyFactory,
   ): Promise<NativeTcpProxySocket> {
     if (ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined) {
       throw new NativeUnsupportedError(
@@ -97,6 +107,10 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       onRelisten: (e) => holder.socket?.onRelisten(e),
       onPickDialed: (c, errno) => holder.socket?.onPickDialed(c, errno),
       onPicksTaken: (t, epoch) => holder.socket?.onPicksTaken(t, epoch),
+      // Accepts wait in `early` until the socket exists: a policy sees none before then.
+      handOver: (c) => holder.socket?.handOver(c),
+      refuseConnection: (c, reason) => holder.socket?.refuseConnection(c, reason),
+      logger: ctx.logger,
     };
     try {
       r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
@@ -106,7 +120,17 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       address = '0.0.0.0'; // no IPv6 on this host: every IPv4 address
       r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
     }
-    const socket = new NativeTcpProxySocket(ctx, engine, r.listener, address, r.port, opts);
+    let policy: AcceptPolicy = PROXY_EVERY_CONNECTION;
+    if (acceptPolicy !== undefined) {
+      try {
+        policy = acceptPolicy(ctx);
+      } catch (error) {
+        await engine.closeListener(r.listener);
+        for (const c of early) engine.closeConnection(c, 'fin');
+        throw error;
+      }
+    }
+    const socket = new NativeTcpProxySocket(ctx, engine, r.listener, address, r.port, opts, policy);
     holder.socket = socket;
     for (const c of early) socket.onAccepted(c);
     return socket;
@@ -119,8 +143,10 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     address: string,
     port: number,
     opts: SocketSettings,
+    policy: AcceptPolicy,
   ) {
     this.#ctx = ctx;
+    this.#policy = policy;
     this.#engine = engine;
     this.#listener = listener;
     this.#addr = { address, port, family: net.isIPv6(address) ? 'IPv6' : 'IPv4' };
@@ -129,6 +155,11 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     this.#log = ctx.logger;
     this.#name = servicePortNameString(ctx.servicePort);
     this.#nodeTimeoutsMs = nodeTimeouts(opts.dialTimeoutsMs);
+  }
+
+  /** @internal EngineSocket */
+  get logger(): Logger {
+    return this.#log;
   }
 
   addr(): Addr {
@@ -165,10 +196,12 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /**
    * Picks made ahead stand for the per-accept pick only when the pick cannot depend on the client
    * (no session affinity, core's round-robin balancer) and when no check at accept may refuse the
-   * client (source ranges, a per-socket connection limit): the helper dials before Node sees it.
+   * client (source ranges, a per-socket connection limit, an accept policy): the helper dials
+   * before Node sees it.
    */
   #picksAheadApply(info: ServiceInfo): boolean {
     return (
+      this.#policy === PROXY_EVERY_CONNECTION &&
       info.sessionAffinityType !== 'ClientIP' &&
       this.#ctx.loadBalancer instanceof RoundRobinLoadBalancer &&
       this.#allowed === undefined &&
@@ -181,8 +214,14 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     this.#closed = true;
     this.#unwatchEndpoints?.();
     this.#closing = this.#engine.closeListener(this.#listener);
-    for (const conn of this.#pending) this.#engine.closeConnection(conn, false);
+    for (const conn of this.#pending) this.#engine.closeConnection(conn, 'fin');
     this.#pending = [];
+    // Held connections carry on: the policy closes them (as core's socket leaves them to it).
+    try {
+      this.#policy.close?.();
+    } catch (error) {
+      this.#log.error(`the accept policy of ${this.#name} failed to close`, error);
+    }
     this.#endLoop();
     this.#checkIdle();
     return this.#closing;
@@ -207,13 +246,13 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     if (conn.pickEpoch !== 0) this.#ahead?.used(connThread(conn.id), conn.pickEpoch);
     else this.#ahead?.missed(connThread(conn.id));
     if (this.#closed) {
-      this.#engine.closeConnection(conn, false);
+      this.#engine.closeConnection(conn, 'fin');
       return;
     }
     if (this.#info === undefined) {
       // Accepted before proxyLoop: wait, as the TCP socket's queue does (bounded the same way).
       if (this.#pending.length < 64) this.#pending.push(conn);
-      else this.#engine.closeConnection(conn, false);
+      else this.#engine.closeConnection(conn, 'fin');
       return;
     }
     this.#handle(conn);
@@ -221,23 +260,58 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   #handle(conn: NativeConnection): void {
     if (this.#info?.isAlive() === false) {
-      this.#engine.closeConnection(conn, false);
+      this.#engine.closeConnection(conn, 'fin');
       void this.close();
       return;
     }
     if (this.#allowed !== undefined && !this.#allowed(conn.remoteAddress)) {
       this.#publishRefused('source-range');
-      this.#engine.closeConnection(conn, false);
+      this.#engine.closeConnection(conn, 'fin');
       return;
     }
     const max = this.#opts.maxConnections;
     if (max > 0 && this.#active > max) {
       this.#publishRefused('connection-limit');
-      this.#engine.closeConnection(conn, false);
+      this.#engine.closeConnection(conn, 'fin');
       return;
     }
     if (conn.pickEpoch !== 0) return; // the helper dials a pick made ahead: onPickDialed follows
+    const verdict = this.#policy === PROXY_EVERY_CONNECTION ? 'proxy' : this.#verdict(conn);
+    if (verdict === 'proxy') {
+      this.#dial(conn, undefined);
+    } else if (verdict === 'hold') {
+      conn.state = 'held';
+      this.#engine.hold(conn, this.#opts.holdBufferBytes);
+    } else {
+      conn.refuse();
+    }
+  }
+
+  #verdict(conn: NativeConnection): AcceptVerdict {
+    try {
+      const verdict = this.#policy.accept(conn);
+      if (verdict === 'proxy' || verdict === 'hold' || verdict === 'refuse') return verdict;
+      this.#log.error(`the accept policy of ${this.#name} answered ${String(verdict)}; refusing`);
+    } catch (error) {
+      this.#log.error(`the accept policy of ${this.#name} failed; refusing the client`, error);
+    }
+    return 'refuse';
+  }
+
+  /** @internal EngineSocket: a held connection's `proxy()`: core's dial schedule, from attempt 1. */
+  handOver(conn: NativeConnection): void {
     this.#dial(conn, undefined);
+  }
+
+  /**
+   * @internal EngineSocket: `refuse()`. Closed at once as core's socket closes it (the listeners
+   * run now); the helper resets a client it held bytes of or was dialling for, and its 'c' ends the
+   * count.
+   */
+  refuseConnection(conn: NativeConnection, reason: string): void {
+    this.#engine.closeConnection(conn, 'refuse');
+    this.#publishRefused('policy', reason);
+    conn.markClosed();
   }
 
   /** @internal EngineSocket */
@@ -302,6 +376,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   #dialed(conn: NativeConnection): void {
     if (conn.state === 'closed') return;
+    conn.endDial(true);
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
         service: this.#name,
@@ -316,7 +391,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   #dialFailed(conn: NativeConnection, error: unknown): void {
     conn.endpoint = '';
     if (conn.state === 'closed') return; // the helper died under it: already reported
-    this.#engine.closeConnection(conn, false);
+    this.#engine.closeConnection(conn, 'fin');
+    conn.markClosed(); // as core's socket: closed now, the helper's 'c' ends the count
     this.#publishRefused(refusalReason(error));
     const suppressed = this.#refusalLog.take();
     if (suppressed < 0) return;
@@ -343,6 +419,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       channels.connectionClose.publish(message);
     }
     this.#active--;
+    conn.markClosed();
     this.#checkIdle();
   }
 

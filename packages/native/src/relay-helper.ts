@@ -12,6 +12,7 @@ import { NativeHelperError } from './errors.js';
 import {
   buildRelayHelper,
   CLOSE_HOW,
+  type CloseMode,
   MAX_THREADS,
   PICK_RING,
   type RelayHelperEvents,
@@ -211,11 +212,25 @@ export class RelayHelper {
     this.#push(threadPipe(conn), f);
   }
 
-  /** 'C': closes a connection (with RST on both sides when `reset`); answered by `closed`. */
-  close(conn: number, reset: boolean): void {
+  /**
+   * 'C': closes a connection: FIN, RST on both sides, or a refusal (RST to a client that sent bytes
+   * or whose hand-over dial is in flight, FIN otherwise); answered by `closed`.
+   */
+  close(conn: number, mode: CloseMode): void {
     const f = this.#frame(0x43, 9);
     writeId(f, 5, conn);
-    f[13] = reset ? 1 : 0;
+    f[13] = mode === 'fin' ? 0 : mode === 'reset' ? 1 : 2;
+    this.#push(threadPipe(conn), f);
+  }
+
+  /**
+   * 'O': holds a connection for an accept policy: the helper reads the client into a buffer of at
+   * most `maxBytes`, reports it ('h') and its going away ('c'), and writes it first after a dial.
+   */
+  hold(conn: number, maxBytes: number): void {
+    const f = this.#frame(0x4f, 12);
+    writeId(f, 5, conn);
+    f.writeUInt32BE(Math.min(maxBytes, 0x7fffffff) >>> 0, 13);
     this.#push(threadPipe(conn), f);
   }
 
@@ -306,6 +321,9 @@ export class RelayHelper {
             CLOSE_HOW[b[off + 25] as number] ?? 'error',
           );
         }
+        return;
+      case 0x68: // 'h' held
+        if (len >= 14) e.held(readId(b, off + 1), b.readUInt32BE(off + 9), b[off + 13] !== 0);
         return;
       case 0x6c: // 'l' listening
         if (len >= 11) {

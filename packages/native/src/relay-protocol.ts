@@ -62,9 +62,14 @@ export interface RelayHelperEvents {
   dialed(conn: number, attempt: number, errno: number): void;
   /** 'p': thread `thread`'s ring for `listener` holds epoch `epoch`'s picks from now on. */
   picksTaken(listener: number, thread: number, epoch: number): void;
+  /** 'h': a held client's buffer holds `bytes`; `eof` once it sent its FIN. */
+  held(conn: number, bytes: number, eof: boolean): void;
   closed(conn: number, bytesIn: number, bytesOut: number, how: CloseHow): void;
   exited(why: string): void;
 }
+
+/** How 'C' closes: FIN, RST, or an accept policy's refusal (RST when the client is unanswered). */
+export type CloseMode = 'fin' | 'reset' | 'refuse';
 
 /** The most threads a helper runs: a connection id names its thread in 6 bits. */
 export const MAX_THREADS = 64;
@@ -88,10 +93,17 @@ export function buildRelayHelper(compiler = 'cc'): Promise<string> {
   });
 }
 
+let errnoNames: Map<number, string> | undefined;
+
 /** Name of an errno number (`ECONNREFUSED`), or `errno N`. */
 export function errnoName(n: number): string {
-  for (const [name, v] of Object.entries(constants.errno)) if (v === n) return name;
-  return `errno ${n}`;
+  if (errnoNames === undefined) {
+    errnoNames = new Map();
+    for (const [name, v] of Object.entries(constants.errno)) {
+      if (!errnoNames.has(v)) errnoNames.set(v, name);
+    }
+  }
+  return errnoNames.get(n) ?? `errno ${n}`;
 }
 
 /** The pipe of a connection's thread: its id's low 6 bits name the thread. */

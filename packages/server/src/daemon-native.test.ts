@@ -5,7 +5,7 @@ import { noopLogger } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defaultConfiguration, type KubeProxyConfiguration } from './config-schema.js';
 import { Daemon } from './daemon.js';
-import { ask, type Backends, startBackends } from './test-support/backends.js';
+import { ask, type Backends, Client, startBackends } from './test-support/backends.js';
 import { childCommandLines } from './test-support/children.js';
 import { loopbackBlock } from './test-support/loopback.js';
 import { serviceWithSlice } from './test-support/manifests.js';
@@ -109,5 +109,46 @@ describe('the daemon with --data-path native', () => {
       'the annotated Service to answer with the PROXY header seen by the endpoint',
       60_000,
     );
+  }, 90_000);
+
+  it('with --idling, holds a client of an idled Service in the helper and hands it over', async () => {
+    const idled = (...ips: string[]): string =>
+      serviceWithSlice({
+        clusterIP: SERVICE_IP,
+        port: 8082,
+        portName: 'tcp',
+        endpoints: ips.map((ip) => ({ ip, port: backends.port })),
+      }).replace(
+        'metadata: { name: web, namespace: default }',
+        'metadata: { name: web, namespace: default, annotations: { idling.alpha.openshift.io/idled-at: "2026-12-01T08:00:00Z" } }',
+      );
+    await writeFile(manifest, idled());
+    const before = helpers().length;
+    daemon = new Daemon({
+      config: config((c) => {
+        c.userspaceProxy.idling = true;
+      }),
+      logger: noopLogger,
+      env: {},
+      listenRetryMs: 50,
+    });
+    await daemon.start();
+    const labels = { service: 'default/web:tcp', protocol: 'TCP' };
+    let client: Client | undefined;
+    await until(async () => {
+      // A new client only once the last one was refused (the socket was not listening yet): a
+      // held client reaches the idler one frame from the helper later than Node's socket would.
+      if (client === undefined || client.closed) {
+        client = new Client(SERVICE_IP, 8082);
+        client.socket.write('wake');
+      }
+      const m = parseExposition(await (await fetch(`http://${SERVERS_IP}:10249/metrics`)).text());
+      return sampleValue(m, 'userspace_proxy_idler_held_connections', labels) === 1;
+    }, 'a client held by the idled Service');
+    // Only the idled Service is served, by the idling proxier: its socket is the helper's.
+    expect(helpers().length).toBe(before + 1);
+    await writeFile(manifest, idled(A));
+    await until(() => client?.received === 'A:wake', 'the held request answered', 30_000);
+    client?.socket.destroy();
   }, 90_000);
 });

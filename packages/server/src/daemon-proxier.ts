@@ -1,4 +1,5 @@
 import {
+  type AcceptPolicyFactory,
   createProxySocketFactory,
   type Logger,
   newCustomProxier,
@@ -71,18 +72,18 @@ export async function buildDaemonProxier(
   };
   const withProtocols = (base: ProxySocketFactory): ProxySocketFactory => withSctp(base, sctp);
   const nodeSockets = createProxySocketFactory(options.proxySocket ?? {});
-  // --data-path native: the main proxier's TCP through the C helper. The idling proxier keeps
-  // Node's sockets (a held client's bytes are read in Node), and so does a Service that asks for a
-  // PROXY protocol header, which the helper does not write.
+  // --data-path native: TCP through the C helper, the idling proxier's too (the helper holds the
+  // clients, the idler's policy decides in Node; one helper for both proxiers). A Service that asks
+  // for a PROXY protocol header keeps Node's socket: the helper does not write it.
   const native: NativeTcpFactory | undefined =
     ext.dataPath === 'native' ? withNativeTcp(nodeSockets, options.proxySocket ?? {}) : undefined;
-  const tcp: ProxySocketFactory =
-    native === undefined
-      ? nodeSockets
-      : (ctx) =>
-          ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined
-            ? nodeSockets(ctx)
-            : native(ctx);
+  const route =
+    (node: ProxySocketFactory, helper: ProxySocketFactory): ProxySocketFactory =>
+    (ctx) =>
+      ctx.service?.metadata?.annotations?.[PROXY_PROTOCOL_ANNOTATION] !== undefined
+        ? node(ctx)
+        : helper(ctx);
+  const tcp: ProxySocketFactory = native === undefined ? nodeSockets : route(nodeSockets, native);
   // And UDP through the UDP helper (its own process: one protocol's helper can die and restart
   // without the other's), recvmmsg/sendmmsg in batches. The idling proxier's UDP stays in Node:
   // while a Service is idled its datagrams are dropped or buffered there.
@@ -121,6 +122,15 @@ export async function buildDaemonProxier(
       idler,
       base: withProtocols(createProxySocketFactory(options.proxySocket ?? {})),
       ...(options.proxySocket ?? {}),
+      ...(native === undefined
+        ? {}
+        : {
+            tcp: (acceptPolicy: AcceptPolicyFactory) =>
+              route(
+                createProxySocketFactory({ ...(options.proxySocket ?? {}), acceptPolicy }),
+                native.withAcceptPolicy(acceptPolicy),
+              ),
+          }),
     }),
   );
   env.logger.info(
