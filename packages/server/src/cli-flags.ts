@@ -359,7 +359,7 @@ export const FLAGS: readonly FlagSpec[] = [
   {
     flags: '--data-path <node|native>',
     description:
-      'TCP data path: "node" relays in this process; "native" hands accepting and relaying to a C helper (splice(2), a thread per core) while the endpoint choice stays here: a C compiler on first use, --workers 1, and Services with the PROXY protocol annotation keep the Node socket. docs/native.md.',
+      'TCP and UDP data path: "node" relays in this process; "native" hands accepting and relaying to C helpers (splice(2) and recvmmsg/sendmmsg, a thread per core) while the endpoint choice stays here: a C compiler on first use, --workers 1, and Services with the PROXY protocol annotation keep the Node socket. docs/native.md.',
     shownDefault: 'node',
     field: 'userspaceProxy.dataPath',
   },
