@@ -9,7 +9,8 @@ import type { Logger } from '@userspace-proxy/core';
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { errnoError, NativeHelperError } from './errors.js';
 import { HelperAbort } from './helper-abort.js';
-import { HelperSupervisor } from './helper-supervisor.js';
+import type { Picks } from './helper-process.js';
+import { HelperSupervisor, relistenAll } from './helper-supervisor.js';
 import { DialAttempt, type EngineSocket, NativeConnection } from './native-connection.js';
 import { RelayHelper } from './relay-helper.js';
 import {
@@ -220,12 +221,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
   }
 
   /** Sends picks made ahead for one helper thread's accepts on `listener` (see RelayHelper.picks). */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
+  picks(listener: number, thread: number, epoch: number, picks: Picks): void {
     const h = this.#helper;
     if (h === undefined || h.isExited || !this.#sockets.has(listener)) return;
     h.picks(listener, thread, epoch, this.#opts.dialTimeoutsMs[0] ?? 0, picks);
@@ -301,22 +297,14 @@ export class NativeTcpEngine implements RelayHelperEvents {
   }
 
   /** Listens again for every socket on a restarted helper; false when it died meanwhile. */
-  async #relisten(h: RelayHelper): Promise<boolean> {
-    for (const [listener, socket] of this.#sockets) {
-      const where = this.#where.get(listener);
-      if (where === undefined) continue;
-      const r = await h.listen(listener, where.address, where.port, where.backlog);
-      if (h.isExited) return false; // died again: its exit schedules the next restart
-      if (!this.#sockets.has(listener)) {
-        void h.closeListener(listener); // closed meanwhile
-        continue;
-      }
-      socket.onRelisten(
-        r.errno === 0
-          ? undefined
-          : errnoError('listen', errnoName(r.errno), `${where.address}:${where.port}`),
-      );
-    }
-    return true;
+  #relisten(h: RelayHelper): Promise<boolean> {
+    return relistenAll(
+      h,
+      this.#sockets,
+      this.#where,
+      (l, w) => h.listen(l, w.address, w.port, w.backlog),
+      (l) => this.#sockets.has(l),
+      (errno, w) => errnoError('listen', errnoName(errno), `${w.address}:${w.port}`),
+    );
   }
 }

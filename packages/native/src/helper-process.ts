@@ -86,6 +86,37 @@ export function newFrame(type: number, bodyLength: number): Buffer {
   return f;
 }
 
+/** Endpoints picked ahead for one helper thread, hosts as IP text (see picks-ahead.ts). */
+export type Picks = readonly { readonly host: string; readonly port: number }[];
+
+/**
+ * A 'P' frame: u32 listener, u8 thread, u32 epoch, `extra` bytes the caller writes at offset 14
+ * (the TCP helper's dial timeout), u16 count, then each pick as u16 port, u8 length, host.
+ */
+export function picksFrame(
+  listener: number,
+  thread: number,
+  epoch: number,
+  extra: number,
+  picks: Picks,
+): Buffer {
+  let size = 0;
+  for (const p of picks) size += 3 + p.host.length;
+  const f = newFrame(0x50, 11 + extra + size);
+  f.writeUInt32BE(listener, 5);
+  f[9] = thread;
+  f.writeUInt32BE(epoch >>> 0, 10);
+  f.writeUInt16BE(picks.length, 14 + extra);
+  let at = 16 + extra;
+  for (const p of picks) {
+    f.writeUInt16BE(p.port, at);
+    f[at + 2] = p.host.length;
+    f.write(p.host, at + 3, 'latin1');
+    at += 3 + p.host.length;
+  }
+  return f;
+}
+
 /**
  * The helper's answers to 'L' (its 'l': errno and bound port) and 'X' (its 'x'), by listener id;
  * when the helper exits every one still waiting is answered (-1, closed) so nothing hangs.

@@ -143,3 +143,31 @@ export class HelperSupervisor<H extends HelperChild> {
     if (await this.#o.relisten(h)) this.#backoff.reset();
   }
 }
+
+/**
+ * Listens again on a restarted helper for each socket of `sockets` whose `where` is known, in
+ * order, telling each how it went (`onRelisten`: undefined, or `failed`'s error for the errno); a
+ * socket closed meanwhile (`open` false) has its new listener closed instead. False as soon as
+ * the helper died again (its exit schedules the next restart), true once every socket is done.
+ */
+export async function relistenAll<W>(
+  h: HelperChild & { closeListener(listener: number): Promise<void> },
+  sockets: ReadonlyMap<number, { onRelisten(error: unknown): void }>,
+  where: ReadonlyMap<number, W>,
+  listen: (listener: number, where: W) => Promise<{ errno: number }>,
+  open: (listener: number) => boolean,
+  failed: (errno: number, where: W) => Error,
+): Promise<boolean> {
+  for (const [listener, socket] of sockets) {
+    const w = where.get(listener);
+    if (w === undefined) continue;
+    const r = await listen(listener, w);
+    if (h.isExited) return false;
+    if (!open(listener)) {
+      void h.closeListener(listener); // closed meanwhile
+      continue;
+    }
+    socket.onRelisten(r.errno === 0 ? undefined : failed(r.errno, w));
+  }
+  return true;
+}

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   createProxySocketFactory,
@@ -11,30 +10,19 @@ import {
   createSocketContext,
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
+import { HAS_CC, randomLoopback, useCleanup } from './test-support/native-tests.js';
 
-/**
- * The fast path: endpoints picked ahead by core's round-robin balancer, dialled by the helper the
- * moment it accepts, with no dial asked of Node per connection.
- */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
+// The fast path: endpoints picked ahead by core's round-robin balancer, dialled by the helper the
+// moment it accepts, with no dial asked of Node per connection.
+const cleanup = useCleanup();
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
 
 async function backend(): Promise<TcpTestServer> {
   const s = await startTcpServer({ host: randomLoopback() });

@@ -7,7 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Writable } from 'node:stream';
-import { HelperChild, newFrame, spawnHelper } from './helper-process.js';
+import { HelperChild, newFrame, type Picks, picksFrame, spawnHelper } from './helper-process.js';
 import {
   buildRelayHelper,
   CLOSE_HOW,
@@ -96,28 +96,9 @@ export class RelayHelper extends HelperChild {
    * with `timeoutMs`; a new `epoch` replaces the thread's ring, the same one appends to it.
    * At most {@link PICK_RING} picks, hosts as IP text.
    */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    timeoutMs: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
-    let size = 0;
-    for (const p of picks) size += 3 + p.host.length;
-    const f = newFrame(0x50, 15 + size);
-    f.writeUInt32BE(listener, 5);
-    f[9] = thread;
-    f.writeUInt32BE(epoch >>> 0, 10);
+  picks(listener: number, thread: number, epoch: number, timeoutMs: number, picks: Picks): void {
+    const f = picksFrame(listener, thread, epoch, 4, picks);
     f.writeUInt32BE(Math.min(Math.ceil(timeoutMs), 0x7fffffff) >>> 0, 14);
-    f.writeUInt16BE(picks.length, 18);
-    let at = 20;
-    for (const p of picks) {
-      f.writeUInt16BE(p.port, at);
-      f[at + 2] = p.host.length;
-      f.write(p.host, at + 3, 'latin1');
-      at += 3 + p.host.length;
-    }
     this.#push(0, f);
   }
 

@@ -5,7 +5,8 @@
  */
 import type { Logger } from '@userspace-proxy/core';
 import { errnoError, NativeHelperError } from './errors.js';
-import { HelperSupervisor } from './helper-supervisor.js';
+import type { Picks } from './helper-process.js';
+import { HelperSupervisor, relistenAll } from './helper-supervisor.js';
 import { errnoName } from './relay-protocol.js';
 import { UdpHelper } from './udp-helper.js';
 import type {
@@ -142,12 +143,7 @@ export class NativeUdpEngine implements UdpHelperEvents {
   }
 
   /** See PicksAhead: endpoints for one thread's new sessions. */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
+  picks(listener: number, thread: number, epoch: number, picks: Picks): void {
     const h = this.#helper;
     if (h === undefined || h.isExited || !this.#where.has(listener)) return;
     h.picks(listener, thread, epoch, picks);
@@ -229,22 +225,14 @@ export class NativeUdpEngine implements UdpHelperEvents {
   }
 
   /** Binds again for every socket on a restarted helper; false when it died meanwhile. */
-  async #relisten(h: UdpHelper): Promise<boolean> {
-    for (const [listener, socket] of this.#sockets) {
-      const where = this.#where.get(listener);
-      if (where === undefined) continue;
-      const r = await h.listen(listener, where);
-      if (h.isExited) return false; // died again: its exit schedules the next restart
-      if (!this.#where.has(listener)) {
-        void h.closeListener(listener);
-        continue;
-      }
-      socket.onRelisten(
-        r.errno === 0
-          ? undefined
-          : errnoError('bind', errnoName(r.errno), `${where.address}:${where.port}`),
-      );
-    }
-    return true;
+  #relisten(h: UdpHelper): Promise<boolean> {
+    return relistenAll(
+      h,
+      this.#sockets,
+      this.#where,
+      (l, w) => h.listen(l, w),
+      (l) => this.#where.has(l),
+      (errno, w) => errnoError('bind', errnoName(errno), `${w.address}:${w.port}`),
+    );
   }
 }

@@ -4,7 +4,7 @@
  * one tick go out in one write. This file knows the bytes; udp-engine.ts what they mean.
  */
 import type { ChildProcess } from 'node:child_process';
-import { HelperChild, newFrame, spawnHelper } from './helper-process.js';
+import { HelperChild, newFrame, type Picks, picksFrame, spawnHelper } from './helper-process.js';
 import { readId, writeId } from './relay-protocol.js';
 import {
   buildUdpRelayHelper,
@@ -71,26 +71,8 @@ export class UdpHelper extends HelperChild {
   }
 
   /** 'P': endpoints picked ahead for thread `thread`'s new sessions on `listener`. */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
-    let size = 0;
-    for (const p of picks) size += 3 + p.host.length;
-    const f = newFrame(0x50, 11 + size);
-    f.writeUInt32BE(listener, 5);
-    f[9] = thread;
-    f.writeUInt32BE(epoch >>> 0, 10);
-    f.writeUInt16BE(picks.length, 14);
-    let at = 16;
-    for (const p of picks) {
-      f.writeUInt16BE(p.port, at);
-      f[at + 2] = p.host.length;
-      f.write(p.host, at + 3, 'latin1');
-      at += 3 + p.host.length;
-    }
+  picks(listener: number, thread: number, epoch: number, picks: Picks): void {
+    const f = picksFrame(listener, thread, epoch, 0, picks);
     this.#push(f);
   }
 
