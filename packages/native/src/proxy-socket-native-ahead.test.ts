@@ -16,7 +16,13 @@ import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.j
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
-import { HAS_CC, randomLoopback, useCleanup } from './test-support/native-tests.js';
+import {
+  HAS_CC,
+  picksSettled,
+  proxyInTest,
+  randomLoopback,
+  useCleanup,
+} from './test-support/native-tests.js';
 
 // The fast path: endpoints picked ahead by core's round-robin balancer, dialled by the helper the
 // moment it accepts, with no dial asked of Node per connection.
@@ -57,18 +63,10 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', la
     servicePort,
   });
   const socket = (await f(ctx)) as NativeTcpProxySocket;
-  const loop = socket.proxyLoop(createServiceInfo(ctx, { sessionAffinityType: affinity }));
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, createServiceInfo(ctx, { sessionAffinityType: affinity }), cleanup);
   const { address: host, port } = socket.addr();
   /** Every helper thread holds the current picks. */
-  const settled = (): boolean => {
-    const s = socket.picksAhead();
-    return s?.taken.every((e) => e === s.epoch) ?? false;
-  };
+  const settled = (): boolean => picksSettled(socket);
   const change = async (list: string[]): Promise<void> => {
     const next = endpointsOf(list);
     lb.onEndpointsUpdate(current, next);

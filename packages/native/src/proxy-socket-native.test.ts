@@ -16,7 +16,7 @@ import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.j
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
-import { HAS_CC, randomLoopback, useCleanup } from './test-support/native-tests.js';
+import { HAS_CC, proxyInTest, randomLoopback, useCleanup } from './test-support/native-tests.js';
 
 const cleanup = useCleanup();
 
@@ -51,12 +51,7 @@ async function proxy(
     ...extra,
   });
   const socket = await f(ctx);
-  const loop = socket.proxyLoop(fakeServiceInfo());
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, fakeServiceInfo(), cleanup);
   return { socket, host: socket.addr().address, port: socket.addr().port, f };
 }
 

@@ -23,7 +23,13 @@ import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.j
 import { type UdpTestClient, udpClient } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeUdpFactory, type NativeUdpOptions, withNativeUdp } from './index.js';
-import { HAS_CC, randomLoopback, useCleanup } from './test-support/native-tests.js';
+import {
+  HAS_CC,
+  picksSettled,
+  proxyInTest,
+  randomLoopback,
+  useCleanup,
+} from './test-support/native-tests.js';
 import type { NativeUdpProxySocket } from './udp-proxy-socket.js';
 
 const cleanup = useCleanup();
@@ -68,12 +74,7 @@ async function proxy(
     ...extra,
   });
   const socket = (await f(ctx)) as ProxySocket as NativeUdpProxySocket;
-  const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'UDP', ...info }));
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, fakeServiceInfo({ protocol: 'UDP', ...info }), cleanup);
   return { socket, host: socket.addr().address, port: socket.addr().port, f };
 }
 
@@ -264,17 +265,9 @@ describe.skipIf(!HAS_CC)('withNativeUdp', () => {
       servicePort,
     });
     const socket = (await f(ctx)) as ProxySocket as NativeUdpProxySocket;
-    const loop = socket.proxyLoop(createServiceInfo(ctx, { protocol: 'UDP' }));
-    cleanup.push(async () => {
-      ctx.abort();
-      await socket.close();
-      await loop;
-    });
+    proxyInTest(socket, ctx, createServiceInfo(ctx, { protocol: 'UDP' }), cleanup);
     const { address: host, port } = socket.addr();
-    const settled = (): boolean => {
-      const s = socket.picksAhead();
-      return s?.taken.every((e) => e === s.epoch) === true;
-    };
+    const settled = (): boolean => picksSettled(socket);
     await waitFor(settled, 5000, 'picks made ahead');
     const c = await client();
     expect(await ask(c, port, host, 'x')).toBe('old:x');

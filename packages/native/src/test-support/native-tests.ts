@@ -8,8 +8,10 @@ import {
   type EndpointSlice,
   newCustomProxier,
   type Proxier,
+  type ProxySocket,
   type ProxySocketFactory,
   type Service,
+  type ServiceInfo,
 } from '@userspace-proxy/core';
 import { afterEach } from 'vitest';
 
@@ -80,4 +82,27 @@ export async function startProxier(
   proxier.onServiceSynced();
   proxier.onEndpointSlicesSynced();
   return proxier;
+}
+
+/** Runs `socket`'s proxyLoop with `info`; the cleanup aborts `ctx`, closes the socket, ends the loop. */
+export function proxyInTest(
+  socket: Pick<ProxySocket, 'proxyLoop' | 'close'>,
+  ctx: { abort(): void },
+  info: ServiceInfo,
+  cleanup: Array<() => unknown>,
+): void {
+  const loop = socket.proxyLoop(info);
+  cleanup.push(async () => {
+    ctx.abort();
+    await socket.close();
+    await loop;
+  });
+}
+
+/** True once every helper thread of `socket` holds the current picks made ahead. */
+export function picksSettled(socket: {
+  picksAhead(): { epoch: number; taken: readonly number[] } | undefined;
+}): boolean {
+  const s = socket.picksAhead();
+  return s?.taken.every((e) => e === s.epoch) ?? false;
 }
