@@ -9,6 +9,8 @@ import type { Logger } from '@userspace-proxy/core';
 import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { errnoError, NativeHelperError } from './errors.js';
 import { HelperAbort } from './helper-abort.js';
+import type { Picks } from './helper-process.js';
+import { HelperSupervisor, relistenAll } from './helper-supervisor.js';
 import { DialAttempt, type EngineSocket, NativeConnection } from './native-connection.js';
 import { RelayHelper } from './relay-helper.js';
 import {
@@ -48,8 +50,6 @@ export interface EngineOptions extends RelayHelperOptions {
   readonly logger?: Logger;
 }
 
-const MAX_RESTART_DELAY_MS = 5000;
-
 /** See the module comment. */
 export class NativeTcpEngine implements RelayHelperEvents {
   readonly counters: NativeTcpCounters = {
@@ -62,23 +62,31 @@ export class NativeTcpEngine implements RelayHelperEvents {
     dialsAhead: 0,
   };
   readonly #opts: EngineOptions;
-  #helper: RelayHelper | undefined;
-  #starting: Promise<RelayHelper> | undefined;
-  #stopping = new Set<RelayHelper>();
+  readonly #life: HelperSupervisor<RelayHelper>;
   readonly #sockets = new Map<number, EngineSocket>();
   /** Where each listener listens (its bound port once known), to listen again after a restart. */
   readonly #where = new Map<number, { address: string; port: number; backlog: number }>();
   readonly #conns = new Map<number, NativeConnection>();
   #nextListener = 1;
   #abort = new HelperAbort();
-  #restartDelay = 0;
-  #restartTimer: NodeJS.Timeout | undefined;
-  #closed = false;
-  #logger: Logger | undefined;
 
   constructor(opts: EngineOptions) {
     this.#opts = opts;
-    this.#logger = opts.logger;
+    this.#life = new HelperSupervisor({
+      protocol: 'TCP',
+      start: () => RelayHelper.start(opts, this),
+      started: (h) => h.setLimits(opts.limits),
+      restartBackoffMs: opts.restartBackoffMs,
+      counters: this.counters,
+      wanted: () => this.#sockets.size > 0,
+      relisten: (h) => this.#relisten(h),
+      logger: opts.logger,
+    });
+  }
+
+  /** The running helper. */
+  get #helper(): RelayHelper | undefined {
+    return this.#life.helper;
   }
 
   /** Aborted when the helper dies: every dial in flight ends at once. */
@@ -101,23 +109,6 @@ export class NativeTcpEngine implements RelayHelperEvents {
     return this.#conns.size;
   }
 
-  async #ensure(logger: Logger): Promise<RelayHelper> {
-    this.#logger ??= logger;
-    if (this.#closed) throw new NativeHelperError('closed');
-    if (this.#helper !== undefined && !this.#helper.isExited) return this.#helper;
-    this.#starting ??= RelayHelper.start(this.#opts, this)
-      .then((h) => {
-        this.counters.helperStarts++;
-        this.#helper = h;
-        h.setLimits(this.#opts.limits);
-        return h;
-      })
-      .finally(() => {
-        this.#starting = undefined;
-      });
-    return this.#starting;
-  }
-
   /** Listens for `socket`; resolves with its listener id and bound port. */
   async listen(
     socket: EngineSocket,
@@ -126,7 +117,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     backlog: number,
     logger: Logger,
   ): Promise<{ listener: number; port: number }> {
-    const h = await this.#ensure(logger);
+    const h = await this.#life.ensure(logger);
     const listener = this.#nextListener++;
     // Registered first: the first 'a' frame may come in the same chunk as the 'l'.
     this.#sockets.set(listener, socket);
@@ -192,28 +183,12 @@ export class NativeTcpEngine implements RelayHelperEvents {
   }
 
   /** Stops the helper (every connection it carries ends) and refuses new sockets. */
-  async close(): Promise<void> {
-    this.#closed = true;
-    clearTimeout(this.#restartTimer);
-    const starting = this.#starting;
-    if (starting !== undefined) await starting.catch(() => undefined);
-    const h = this.#helper;
-    if (h === undefined || h.isExited) return;
-    await new Promise<void>((resolve) => {
-      this.#stopping.add(h);
-      this.#onStopped = resolve;
-      h.stop();
-    });
+  close(): Promise<void> {
+    return this.#life.close();
   }
 
-  #onStopped: (() => void) | undefined;
-
   #stopIfIdle(): void {
-    const h = this.#helper;
-    if (h === undefined || this.#sockets.size > 0 || this.#conns.size > 0) return;
-    this.#helper = undefined;
-    this.#stopping.add(h);
-    h.stop();
+    this.#life.stopIfIdle(this.#sockets.size === 0 && this.#conns.size === 0);
   }
 
   // ---- RelayHelperEvents ----
@@ -246,12 +221,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
   }
 
   /** Sends picks made ahead for one helper thread's accepts on `listener` (see RelayHelper.picks). */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
+  picks(listener: number, thread: number, epoch: number, picks: Picks): void {
     const h = this.#helper;
     if (h === undefined || h.isExited || !this.#sockets.has(listener)) return;
     h.picks(listener, thread, epoch, this.#opts.dialTimeoutsMs[0] ?? 0, picks);
@@ -312,63 +282,29 @@ export class NativeTcpEngine implements RelayHelperEvents {
 
   exited(why: string): void {
     // The helper that exited: the current one, unless it was stopped on purpose.
-    const intentional = [...this.#stopping].find((h) => h.isExited);
-    if (intentional !== undefined) {
-      this.#stopping.delete(intentional);
-      this.#onStopped?.();
-      this.#onStopped = undefined;
-      if (intentional !== this.#helper) return;
-    }
-    this.#helper = undefined;
+    const how = this.#life.exited();
+    if (how === 'replaced') return;
     this.#abort.abort(new NativeHelperError(why));
     this.#abort = new HelperAbort();
     const conns = [...this.#conns.values()];
     this.#conns.clear();
     for (const conn of conns) this.#end(conn, conn.bytesIn, conn.bytesOut, 'helper-exit');
-    if (intentional !== undefined || this.#closed) return;
+    if (how === 'stopped' || this.#life.closed) return;
     this.counters.helperExits++;
     const error = new NativeHelperError(`${why}; its listeners are down until it restarts`);
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#scheduleRestart();
+    this.#life.scheduleRestart();
   }
 
-  #scheduleRestart(): void {
-    if (this.#closed || this.#sockets.size === 0) return;
-    this.#restartDelay = Math.min(
-      MAX_RESTART_DELAY_MS,
-      this.#restartDelay === 0 ? this.#opts.restartBackoffMs : this.#restartDelay * 2,
+  /** Listens again for every socket on a restarted helper; false when it died meanwhile. */
+  #relisten(h: RelayHelper): Promise<boolean> {
+    return relistenAll(
+      h,
+      this.#sockets,
+      this.#where,
+      (l, w) => h.listen(l, w.address, w.port, w.backlog),
+      (l) => this.#sockets.has(l),
+      (errno, w) => errnoError('listen', errnoName(errno), `${w.address}:${w.port}`),
     );
-    this.#logger?.warn(`restarting the native TCP helper in ${this.#restartDelay} ms`);
-    clearTimeout(this.#restartTimer);
-    this.#restartTimer = setTimeout(() => void this.#restart(), this.#restartDelay);
-  }
-
-  async #restart(): Promise<void> {
-    if (this.#closed || this.#sockets.size === 0) return;
-    let h: RelayHelper;
-    try {
-      h = await this.#ensure(this.#logger as Logger);
-    } catch (error) {
-      this.#logger?.error('the native TCP helper failed to restart', error);
-      this.#scheduleRestart();
-      return;
-    }
-    for (const [listener, socket] of this.#sockets) {
-      const where = this.#where.get(listener);
-      if (where === undefined) continue;
-      const r = await h.listen(listener, where.address, where.port, where.backlog);
-      if (h.isExited) return; // died again: its exit schedules the next restart
-      if (!this.#sockets.has(listener)) {
-        void h.closeListener(listener); // closed meanwhile
-        continue;
-      }
-      socket.onRelisten(
-        r.errno === 0
-          ? undefined
-          : errnoError('listen', errnoName(r.errno), `${where.address}:${where.port}`),
-      );
-    }
-    // A helper that came back and listens again resets the back-off on its next death.
-    this.#restartDelay = 0;
   }
 }

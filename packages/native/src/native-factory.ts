@@ -2,21 +2,19 @@
  * {@link withNativeTcp}: the factory that serves TCP through one native helper process and hands
  * every other protocol to the factory it wraps.
  */
-import net from 'node:net';
 import {
   type AcceptPolicyFactory,
   createProxySocketFactory,
   DEFAULT_PROXY_SOCKET_OPTIONS,
-  InvalidOptionError,
   type ProxySocket,
   type ProxySocketContext,
   type ProxySocketFactory,
   type ProxySocketOptions,
   SocketOpenError,
 } from '@userspace-proxy/core';
-import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { type NativeTcpCounters, NativeTcpEngine } from './engine.js';
 import { NativeUnsupportedError } from './errors.js';
+import { checkContext, countOption as count, startOptions } from './helper-process.js';
 import type { SocketSettings } from './native-connection.js';
 import { NativeTcpProxySocket } from './proxy-socket-native.js';
 import type { RelayHelperOptions } from './relay-protocol.js';
@@ -75,13 +73,6 @@ export function withNativeTcp(
   for (const key of Object.keys(DEFAULT_PROXY_SOCKET_OPTIONS) as (keyof ProxySocketOptions)[]) {
     if (options[key] !== undefined) (opts as Record<string, unknown>)[key] = options[key];
   }
-  const count = (name: string, v: number | undefined, d: number, min: number): number => {
-    const n = v ?? d;
-    if (!Number.isSafeInteger(n) || n < min) {
-      throw new InvalidOptionError(name, `must be an integer of at least ${min}, got ${String(n)}`);
-    }
-    return n;
-  };
   const maxHelperConnections = count(
     'maxHelperConnections',
     options.maxHelperConnections,
@@ -92,10 +83,7 @@ export function withNativeTcp(
   const restartBackoffMs = count('restartBackoffMs', options.restartBackoffMs, 100, 1);
   if (options.threads !== undefined) count('threads', options.threads, 0, 0);
   const engine = new NativeTcpEngine({
-    ...(options.helperPath !== undefined ? { helperPath: options.helperPath } : {}),
-    ...(options.compiler !== undefined ? { compiler: options.compiler } : {}),
-    ...(options.threads !== undefined ? { threads: options.threads } : {}),
-    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+    ...startOptions(options),
     restartBackoffMs,
     dialTimeoutsMs: opts.dialTimeoutsMs,
     limits: {
@@ -109,17 +97,7 @@ export function withNativeTcp(
     (acceptPolicy: AcceptPolicyFactory | undefined) =>
     async (ctx: ProxySocketContext): Promise<ProxySocket> => {
       if (String(ctx.protocol).toUpperCase() !== 'TCP') return base(ctx);
-      const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/TCP`;
-      if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
-        throw new SocketOpenError(what, {
-          cause: new TypeError(`"${ctx.ip}" is not an IP address`),
-        });
-      }
-      if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
-        throw new SocketOpenError(what, {
-          cause: new RangeError(`port ${ctx.port} is out of range`),
-        });
-      }
+      const what = checkContext(ctx, 'TCP');
       try {
         return await NativeTcpProxySocket.open(ctx, engine, opts, backlog, acceptPolicy);
       } catch (error) {

@@ -1,45 +1,23 @@
-import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  createProxySocketFactory,
-  type EndpointSlice,
-  newCustomProxier,
-  type Service,
-} from '@userspace-proxy/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { createProxySocketFactory } from '@userspace-proxy/core';
+import { describe, expect, it } from 'vitest';
 import { startTcpServer } from '../../core/src/test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { withNativeTcp } from './index.js';
+import {
+  HAS_CC,
+  randomLoopback,
+  serviceAt,
+  sliceOf,
+  startProxier,
+  useCleanup,
+} from './test-support/native-tests.js';
 
-/** The helper is compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
-
-function service(ip: string): Service {
-  return {
-    metadata: { namespace: 'ns', name: 'web' },
-    spec: { clusterIP: ip, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }] },
-  };
-}
-
-function slice(ip: string, port: number): EndpointSlice {
-  return {
-    metadata: { namespace: 'ns', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: [ip], conditions: { ready: true } }],
-    ports: [{ name: 'http', port, protocol: 'TCP' }],
-  };
-}
+const cleanup = useCleanup();
+const web = { name: 'web', portName: 'http', port: 8080, protocol: 'TCP' } as const;
+const service = (ip: string) => serviceAt(web, ip);
+const slice = (ip: string, port: number) => sliceOf(web, [ip], port);
 
 describe.skipIf(!HAS_CC)('a Proxier with withNativeTcp', () => {
   it('serves a Service in service-port-portal mode through the helper, end to end', async () => {
@@ -47,24 +25,7 @@ describe.skipIf(!HAS_CC)('a Proxier with withNativeTcp', () => {
     cleanup.push(() => b.close());
     const factory = withNativeTcp(createProxySocketFactory(), { threads: 2 });
     cleanup.push(() => factory.close());
-    const proxier = await newCustomProxier(
-      {
-        mode: 'service-port-portal',
-        minSyncPeriodMs: 5,
-        syncPeriodMs: 1000,
-        nodePortAddresses: [],
-      },
-      factory,
-    );
-    const stop = new AbortController();
-    const loop = proxier.syncLoop(stop.signal);
-    cleanup.push(async () => {
-      stop.abort();
-      await loop;
-      await proxier.shutdown();
-    });
-    proxier.onServiceSynced();
-    proxier.onEndpointSlicesSynced();
+    const proxier = await startProxier(factory, cleanup);
     const ip = randomLoopback();
     proxier.onServiceAdd(service(ip));
     proxier.onEndpointSliceAdd(slice(b.host, b.port));

@@ -1,44 +1,22 @@
-import { spawnSync } from 'node:child_process';
-import {
-  createProxySocketFactory,
-  type EndpointSlice,
-  newCustomProxier,
-  type Service,
-} from '@userspace-proxy/core';
-import { afterEach, describe, expect, it } from 'vitest';
+import { createProxySocketFactory } from '@userspace-proxy/core';
+import { describe, expect, it } from 'vitest';
 import { startUdpEchoServer } from '../../core/src/test-support/echo-servers.js';
 import { udpClient } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { withNativeTcp, withNativeUdp } from './index.js';
+import {
+  HAS_CC,
+  randomLoopback,
+  serviceAt,
+  sliceOf,
+  startProxier,
+  useCleanup,
+} from './test-support/native-tests.js';
 
-/** The helpers are compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
-
-function service(ip: string): Service {
-  return {
-    metadata: { namespace: 'ns', name: 'dns' },
-    spec: { clusterIP: ip, ports: [{ name: 'dns', port: 5353, protocol: 'UDP' }] },
-  };
-}
-
-function slice(ips: string[], port: number): EndpointSlice {
-  return {
-    metadata: { namespace: 'ns', name: 'dns-1', labels: { 'kubernetes.io/service-name': 'dns' } },
-    addressType: 'IPv4',
-    endpoints: ips.map((ip) => ({ addresses: [ip], conditions: { ready: true } })),
-    ports: [{ name: 'dns', port, protocol: 'UDP' }],
-  };
-}
+const cleanup = useCleanup();
+const dns = { name: 'dns', portName: 'dns', port: 5353, protocol: 'UDP' } as const;
+const service = (ip: string) => serviceAt(dns, ip);
+const slice = (ips: string[], port: number) => sliceOf(dns, ips, port);
 
 describe.skipIf(!HAS_CC)('a Proxier with withNativeUdp', () => {
   it('serves a UDP Service in service-port-portal mode through the helper, end to end', async () => {
@@ -56,24 +34,7 @@ describe.skipIf(!HAS_CC)('a Proxier with withNativeUdp', () => {
       () => factory.close(),
       () => tcp.close(),
     );
-    const proxier = await newCustomProxier(
-      {
-        mode: 'service-port-portal',
-        minSyncPeriodMs: 5,
-        syncPeriodMs: 1000,
-        nodePortAddresses: [],
-      },
-      factory,
-    );
-    const stop = new AbortController();
-    const loop = proxier.syncLoop(stop.signal);
-    cleanup.push(async () => {
-      stop.abort();
-      await loop;
-      await proxier.shutdown();
-    });
-    proxier.onServiceSynced();
-    proxier.onEndpointSlicesSynced();
+    const proxier = await startProxier(factory, cleanup);
     const ip = randomLoopback();
     proxier.onServiceAdd(service(ip));
     proxier.onEndpointSliceAdd(slice([a.host, b.host], port));

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
   createProxySocketFactory,
@@ -11,30 +10,25 @@ import {
   createSocketContext,
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
+import {
+  HAS_CC,
+  picksSettled,
+  proxyInTest,
+  randomLoopback,
+  useCleanup,
+} from './test-support/native-tests.js';
 
-/**
- * The fast path: endpoints picked ahead by core's round-robin balancer, dialled by the helper the
- * moment it accepts, with no dial asked of Node per connection.
- */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
+// The fast path: endpoints picked ahead by core's round-robin balancer, dialled by the helper the
+// moment it accepts, with no dial asked of Node per connection.
+const cleanup = useCleanup();
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
 
 async function backend(): Promise<TcpTestServer> {
   const s = await startTcpServer({ host: randomLoopback() });
@@ -69,18 +63,10 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', la
     servicePort,
   });
   const socket = (await f(ctx)) as NativeTcpProxySocket;
-  const loop = socket.proxyLoop(createServiceInfo(ctx, { sessionAffinityType: affinity }));
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, createServiceInfo(ctx, { sessionAffinityType: affinity }), cleanup);
   const { address: host, port } = socket.addr();
   /** Every helper thread holds the current picks. */
-  const settled = (): boolean => {
-    const s = socket.picksAhead();
-    return s?.taken.every((e) => e === s.epoch) ?? false;
-  };
+  const settled = (): boolean => picksSettled(socket);
   const change = async (list: string[]): Promise<void> => {
     const next = endpointsOf(list);
     lb.onEndpointsUpdate(current, next);

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import {
   type AcceptedConnection,
@@ -11,7 +11,7 @@ import {
 } from '@userspace-proxy/core';
 import { CHANNELS, type RefusedMessage } from '@userspace-proxy/core/diagnostics';
 import { createSocketContext, type StandaloneSocketContext } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
@@ -19,23 +19,15 @@ import { connectTcp, readBytes, readToEnd } from '../../core/src/test-support/ne
 import { recordChannel } from '../../core/src/test-support/record-channel.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
+import { HAS_CC, randomLoopback as loopback, useCleanup } from './test-support/native-tests.js';
 
 // Core's accept-policy tests of its TCP socket (proxy-socket-tcp-policy.test.ts), on the native
 // socket: the helper holds, Node decides.
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
 
 const servicePort = { namespace: 'ns', name: 'hold', port: 'p', protocol: 'TCP' as const };
 const KEY = servicePortNameString(servicePort);
 
-const cleanup: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const fn of cleanup.splice(0).reverse()) await fn();
-});
-
-function loopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
+const cleanup = useCleanup();
 
 async function echo(): Promise<TcpTestServer> {
   const s = await startTcpServer({ host: loopback() });

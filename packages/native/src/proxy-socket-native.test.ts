@@ -9,29 +9,19 @@ import {
 } from '@userspace-proxy/core';
 import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
+import { HAS_CC, proxyInTest, randomLoopback, useCleanup } from './test-support/native-tests.js';
 
-/** The helper is compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
+const cleanup = useCleanup();
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
 const key = servicePortNameString(servicePort);
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
 
 async function backend(onConnection?: (socket: net.Socket) => void): Promise<TcpTestServer> {
   const s = await startTcpServer({
@@ -61,12 +51,7 @@ async function proxy(
     ...extra,
   });
   const socket = await f(ctx);
-  const loop = socket.proxyLoop(fakeServiceInfo());
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, fakeServiceInfo(), cleanup);
   return { socket, host: socket.addr().address, port: socket.addr().port, f };
 }
 

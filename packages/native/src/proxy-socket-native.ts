@@ -46,6 +46,7 @@ import {
   nodeTimeouts,
   type SocketSettings,
 } from './native-connection.js';
+import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
 import { PicksAhead } from './picks-ahead.js';
 import { type CloseHow, connThread, errnoName } from './relay-protocol.js';
 
@@ -72,11 +73,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   #closed = false;
   #closing: Promise<void> | undefined;
   #active = 0;
-  #idleWaiters: (() => void)[] = [];
-  #endLoop!: () => void;
-  readonly #loopDone = new Promise<void>((resolve) => {
-    this.#endLoop = resolve;
-  });
+  readonly #drain = new SocketDrain();
 
   /** Opens the listener through the engine; see {@link withNativeTcp}. */
   static async open(
@@ -92,9 +89,6 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
         'the helper writes no PROXY header; serve this Service with the default TCP socket',
       );
     }
-    const wanted = ctx.ip ?? '::';
-    let address = wanted;
-    let r: { listener: number; port: number };
     const holder: { socket?: NativeTcpProxySocket } = {};
     // The engine routes accepts to the socket as soon as it listens: a forwarder until it exists.
     const early: NativeConnection[] = [];
@@ -112,14 +106,9 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       refuseConnection: (c, reason) => holder.socket?.refuseConnection(c, reason),
       logger: ctx.logger,
     };
-    try {
-      r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
-    } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (ctx.ip !== null || (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL')) throw error;
-      address = '0.0.0.0'; // no IPv6 on this host: every IPv4 address
-      r = await engine.listen(forwarder, address, ctx.port, backlog, ctx.logger);
-    }
+    const { address, r } = await listenAnyFamily(ctx, (a) =>
+      engine.listen(forwarder, a, ctx.port, backlog, ctx.logger),
+    );
     let policy: AcceptPolicy = PROXY_EVERY_CONNECTION;
     if (acceptPolicy !== undefined) {
       try {
@@ -171,7 +160,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   proxyLoop(info: ServiceInfo): Promise<void> {
-    if (this.#info !== undefined || this.#closed) return this.#loopDone;
+    if (this.#info !== undefined || this.#closed) return this.#drain.loopDone;
     this.#info = info;
     const pending = this.#pending;
     this.#pending = [];
@@ -190,7 +179,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
       });
       ahead.refill();
     }
-    return this.#loopDone;
+    return this.#drain.loopDone;
   }
 
   /**
@@ -222,7 +211,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     } catch (error) {
       this.#log.error(`the accept policy of ${this.#name} failed to close`, error);
     }
-    this.#endLoop();
+    this.#drain.endLoop();
     this.#checkIdle();
     return this.#closing;
   }
@@ -232,8 +221,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   idle(): Promise<void> {
-    if (this.#closed && this.#active === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return this.#drain.idle(this.#closed && this.#active === 0);
   }
 
   abortConnections(): void {
@@ -462,9 +450,6 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   #checkIdle(): void {
-    if (!this.#closed || this.#active !== 0 || this.#idleWaiters.length === 0) return;
-    const waiters = this.#idleWaiters;
-    this.#idleWaiters = [];
-    for (const resolve of waiters) resolve();
+    this.#drain.check(this.#closed && this.#active === 0);
   }
 }

@@ -5,15 +5,13 @@
  * tick go out in one write per pipe; the helper's frames of one event-loop turn come in one chunk. This file knows the bytes;
  * what they mean for sockets and connections is engine.ts's.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
 import type { Writable } from 'node:stream';
-import { NativeHelperError } from './errors.js';
+import { HelperChild, newFrame, type Picks, picksFrame, spawnHelper } from './helper-process.js';
 import {
   buildRelayHelper,
   CLOSE_HOW,
   type CloseMode,
-  MAX_THREADS,
   PICK_RING,
   type RelayHelperEvents,
   type RelayHelperOptions,
@@ -24,98 +22,35 @@ import {
 } from './relay-protocol.js';
 
 /** One running helper process; made by {@link RelayHelper.start}. */
-export class RelayHelper {
-  /** Worker threads the helper runs. */
-  threads = 0;
-  readonly #child: ChildProcess;
+export class RelayHelper extends HelperChild {
   #events: RelayHelperEvents;
-  #carry: Buffer | undefined;
   /** Where frames go: [0] is stdin, [1 + i] thread i's command pipe. */
   readonly #pipes: (Writable | null)[];
   /** The frames of this tick, per pipe. */
   readonly #out: Buffer[][];
   #scheduled = false;
-  #exited = false;
-  #stderr = '';
-  #onHello: ((threads: number) => void) | undefined;
-  readonly #pendingListens = new Map<number, (errno: number, port: number) => void>();
-  readonly #pendingCloses = new Map<number, () => void>();
 
   private constructor(child: ChildProcess, events: RelayHelperEvents, threads: number) {
-    this.#child = child;
+    super(child, threads, (why) => events.exited(why));
     this.#events = events;
-    this.threads = threads;
     this.#pipes = [child.stdin, ...child.stdio.slice(3, 3 + threads)] as (Writable | null)[];
     this.#out = this.#pipes.map(() => []);
-    for (const pipe of this.#pipes) pipe?.on('error', () => undefined);
-    child.stdout?.on('data', (chunk: Buffer) => this.#onData(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => {
-      this.#stderr = (this.#stderr + chunk.toString()).slice(-2000);
-    });
     // A dying helper can fail a pending write: 'exit' reports it; never an unhandled 'error'.
-    child.on('error', () => undefined);
-    child.stdin?.on('error', () => undefined);
-    child.stdout?.on('error', () => undefined);
-    child.once('exit', (code, signal) => {
-      this.#exited = true;
-      const why = `exited (${signal ?? code})${this.#stderr ? `: ${JSON.stringify(this.#stderr.slice(-300))}` : ''}`;
-      this.#onHello?.(-1);
-      for (const done of this.#pendingListens.values()) done(-1, 0);
-      this.#pendingListens.clear();
-      for (const done of this.#pendingCloses.values()) done();
-      this.#pendingCloses.clear();
-      this.#events.exited(why);
-    });
+    for (const pipe of this.#pipes) pipe?.on('error', () => undefined);
   }
 
   /** Builds (when needed) and starts a helper; resolves once it said hello. */
   static async start(o: RelayHelperOptions, events: RelayHelperEvents): Promise<RelayHelper> {
-    const path = o.helperPath ?? (await buildRelayHelper(o.compiler));
-    const n = Math.min(
-      MAX_THREADS,
-      o.threads !== undefined && o.threads > 0 ? o.threads : availableParallelism(),
-    );
-    const stdio = Array.from({ length: 3 + n }, () => 'pipe' as const);
-    const child = spawn(path, ['--threads', String(n)], { stdio });
-    const h = new RelayHelper(child, events, n);
-    const timeoutMs = o.startTimeoutMs ?? 10_000;
-    const threads = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new NativeHelperError(`no hello within ${timeoutMs} ms`));
-      }, timeoutMs);
-      child.once('error', (cause) => {
-        clearTimeout(timer);
-        reject(new NativeHelperError(`cannot run ${path}: ${cause.message}`, { cause }));
-      });
-      h.#onHello = (n) => {
-        clearTimeout(timer);
-        h.#onHello = undefined;
-        resolve(n);
-      };
-    });
-    if (threads < 0)
-      throw new NativeHelperError(`exited before its hello: ${h.#stderr.slice(-300)}`);
-    if (threads !== n) {
-      h.stop();
-      throw new NativeHelperError(`asked for ${n} threads, the helper runs ${threads}`);
-    }
+    // One command pipe per thread, descriptors 3 and up.
+    const { child, path, threads } = await spawnHelper(o, buildRelayHelper, (n) => n);
+    const h = new RelayHelper(child, events, threads);
+    await h.hello(path, o.startTimeoutMs ?? 10_000, 'TCP');
     return h;
-  }
-
-  /** The helper's process id (tests kill it). */
-  get pid(): number | undefined {
-    return this.#child.pid;
-  }
-
-  /** True once the process is gone. */
-  get isExited(): boolean {
-    return this.#exited;
   }
 
   /** 'S': the limits every thread enforces from now on. */
   setLimits(l: RelayLimits): void {
-    const f = this.#frame(0x53, 16);
+    const f = newFrame(0x53, 16);
     f.writeUInt32BE(l.maxConnections >>> 0, 5);
     f.writeUInt32BE(Math.min(l.keepAliveMs, 0x7fffffff) >>> 0, 9);
     f.writeUInt32BE(Math.min(l.idleTimeoutMs, 0x7fffffff) >>> 0, 13);
@@ -130,11 +65,10 @@ export class RelayHelper {
     port: number,
     backlog: number,
   ): Promise<{ errno: number; port: number }> {
-    if (this.#exited) return Promise.resolve({ errno: -1, port: 0 });
-    return new Promise((resolve) => {
-      this.#pendingListens.set(listener, (errno, bound) => resolve({ errno, port: bound }));
+    if (this.isExited) return Promise.resolve({ errno: -1, port: 0 });
+    return this.replies.listen(listener, () => {
       const a = Buffer.from(address, 'latin1');
-      const f = this.#frame(0x4c, 11 + a.length);
+      const f = newFrame(0x4c, 11 + a.length);
       f.writeUInt32BE(listener, 5);
       f.writeUInt16BE(port, 9);
       f.writeUInt32BE(backlog, 11);
@@ -149,10 +83,9 @@ export class RelayHelper {
    * thread's socket is closed ('x'), so a client that connects afterwards is refused.
    */
   closeListener(listener: number): Promise<void> {
-    if (this.#exited) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.#pendingCloses.set(listener, resolve);
-      const f = this.#frame(0x58, 4);
+    if (this.isExited) return Promise.resolve();
+    return this.replies.close(listener, () => {
+      const f = newFrame(0x58, 4);
       f.writeUInt32BE(listener, 5);
       this.#push(0, f);
     });
@@ -163,28 +96,9 @@ export class RelayHelper {
    * with `timeoutMs`; a new `epoch` replaces the thread's ring, the same one appends to it.
    * At most {@link PICK_RING} picks, hosts as IP text.
    */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    timeoutMs: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
-    let size = 0;
-    for (const p of picks) size += 3 + p.host.length;
-    const f = this.#frame(0x50, 15 + size);
-    f.writeUInt32BE(listener, 5);
-    f[9] = thread;
-    f.writeUInt32BE(epoch >>> 0, 10);
+  picks(listener: number, thread: number, epoch: number, timeoutMs: number, picks: Picks): void {
+    const f = picksFrame(listener, thread, epoch, 4, picks);
     f.writeUInt32BE(Math.min(Math.ceil(timeoutMs), 0x7fffffff) >>> 0, 14);
-    f.writeUInt16BE(picks.length, 18);
-    let at = 20;
-    for (const p of picks) {
-      f.writeUInt16BE(p.port, at);
-      f[at + 2] = p.host.length;
-      f.write(p.host, at + 3, 'latin1');
-      at += 3 + p.host.length;
-    }
     this.#push(0, f);
   }
 
@@ -194,7 +108,7 @@ export class RelayHelper {
    */
   dial(conn: number, attempt: number, timeoutMs: number, host: string, port: number): void {
     const a = Buffer.from(host, 'latin1');
-    const f = this.#frame(0x44, 19 + a.length);
+    const f = newFrame(0x44, 19 + a.length);
     writeId(f, 5, conn);
     f.writeUInt32BE(attempt, 13);
     f.writeUInt32BE(Math.min(Math.ceil(timeoutMs), 0x7fffffff) >>> 0, 17);
@@ -206,7 +120,7 @@ export class RelayHelper {
 
   /** 'K': gives up on an attempt (its socket is reset; once relaying, the connection); no answer. */
   cancel(conn: number, attempt: number): void {
-    const f = this.#frame(0x4b, 12);
+    const f = newFrame(0x4b, 12);
     writeId(f, 5, conn);
     f.writeUInt32BE(attempt, 13);
     this.#push(threadPipe(conn), f);
@@ -217,7 +131,7 @@ export class RelayHelper {
    * or whose hand-over dial is in flight, FIN otherwise); answered by `closed`.
    */
   close(conn: number, mode: CloseMode): void {
-    const f = this.#frame(0x43, 9);
+    const f = newFrame(0x43, 9);
     writeId(f, 5, conn);
     f[13] = mode === 'fin' ? 0 : mode === 'reset' ? 1 : 2;
     this.#push(threadPipe(conn), f);
@@ -228,66 +142,37 @@ export class RelayHelper {
    * most `maxBytes`, reports it ('h') and its going away ('c'), and writes it first after a dial.
    */
   hold(conn: number, maxBytes: number): void {
-    const f = this.#frame(0x4f, 12);
+    const f = newFrame(0x4f, 12);
     writeId(f, 5, conn);
     f.writeUInt32BE(Math.min(maxBytes, 0x7fffffff) >>> 0, 13);
     this.#push(threadPipe(conn), f);
   }
 
-  /** Stops the helper: its stdin closes, it exits, and every socket it holds goes with it. */
-  stop(): void {
-    if (this.#exited) return;
-    this.#flush();
-    this.#child.stdin?.end();
-    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 2000);
-    timer.unref();
-    this.#child.once('exit', () => clearTimeout(timer));
-  }
-
-  #frame(type: number, bodyLength: number): Buffer {
-    const f = Buffer.allocUnsafe(5 + bodyLength);
-    f.writeUInt32BE(1 + bodyLength, 0);
-    f[4] = type;
-    return f;
-  }
-
   /** Queues a frame for a pipe; the frames of one tick go out in one write per pipe. */
   #push(pipe: number, frame: Buffer): void {
-    if (this.#exited) return;
+    if (this.isExited) return;
     const queue = this.#out[pipe];
     if (queue === undefined) return; // a connection id naming a thread this helper lacks
     queue.push(frame);
     if (!this.#scheduled) {
       this.#scheduled = true;
-      process.nextTick(() => this.#flush());
+      process.nextTick(() => this.flush());
     }
   }
 
-  #flush(): void {
+  protected flush(): void {
     this.#scheduled = false;
     for (let i = 0; i < this.#out.length; i++) {
       const out = this.#out[i] as Buffer[];
       if (out.length === 0) continue;
       this.#out[i] = [];
       const pipe = this.#pipes[i];
-      if (this.#exited || pipe == null || pipe.destroyed) continue;
+      if (this.isExited || pipe == null || pipe.destroyed) continue;
       pipe.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out));
     }
   }
 
-  #onData(chunk: Buffer): void {
-    const b = this.#carry === undefined ? chunk : Buffer.concat([this.#carry, chunk]);
-    let off = 0;
-    while (b.length - off >= 5) {
-      const len = b.readUInt32BE(off);
-      if (b.length - off - 4 < len) break;
-      this.#onFrame(b, off + 4, len);
-      off += 4 + len;
-    }
-    this.#carry = off === b.length ? undefined : Buffer.from(b.subarray(off));
-  }
-
-  #onFrame(b: Buffer, off: number, len: number): void {
+  protected onFrame(b: Buffer, off: number, len: number): void {
     const e = this.#events;
     switch (b[off]) {
       case 0x61: // 'a' accepted
@@ -325,22 +210,6 @@ export class RelayHelper {
       case 0x68: // 'h' held
         if (len >= 14) e.held(readId(b, off + 1), b.readUInt32BE(off + 9), b[off + 13] !== 0);
         return;
-      case 0x6c: // 'l' listening
-        if (len >= 11) {
-          const listener = b.readUInt32BE(off + 1);
-          const done = this.#pendingListens.get(listener);
-          this.#pendingListens.delete(listener);
-          done?.(b.readInt32BE(off + 5), b.readUInt16BE(off + 9));
-        }
-        return;
-      case 0x78: // 'x' unlistened
-        if (len >= 5) {
-          const listener = b.readUInt32BE(off + 1);
-          const done = this.#pendingCloses.get(listener);
-          this.#pendingCloses.delete(listener);
-          done?.();
-        }
-        return;
       case 0x70: // 'p' picks taken
         if (len >= 10)
           e.picksTaken(b.readUInt32BE(off + 1), b[off + 5] as number, b.readUInt32BE(off + 6));
@@ -351,8 +220,8 @@ export class RelayHelper {
       case 0x65: // 'e' accept error
         if (len >= 9) e.acceptError(b.readUInt32BE(off + 1), b.readInt32BE(off + 5));
         return;
-      case 0x48: // 'H' hello
-        if (len >= 9) this.#onHello?.(b.readUInt32BE(off + 1));
+      default:
+        this.commonFrame(b, off, len);
         return;
     }
   }

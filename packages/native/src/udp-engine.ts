@@ -5,7 +5,8 @@
  */
 import type { Logger } from '@userspace-proxy/core';
 import { errnoError, NativeHelperError } from './errors.js';
-import { RestartBackoff } from './helper-process.js';
+import type { Picks } from './helper-process.js';
+import { HelperSupervisor, relistenAll } from './helper-supervisor.js';
 import { errnoName } from './relay-protocol.js';
 import { UdpHelper } from './udp-helper.js';
 import type {
@@ -59,24 +60,27 @@ export class NativeUdpEngine implements UdpHelperEvents {
     droppedAtCap: 0,
     droppedQueueFull: 0,
   };
-  readonly #opts: UdpEngineOptions;
-  #helper: UdpHelper | undefined;
-  #starting: Promise<UdpHelper> | undefined;
-  readonly #stopping = new Set<UdpHelper>();
-  #onStopped: (() => void) | undefined;
+  readonly #life: HelperSupervisor<UdpHelper>;
   readonly #sockets = new Map<number, UdpEngineSocket>();
   readonly #where = new Map<number, UdpListenSpec>();
   /** Session id -> its socket's listener. */
   readonly #sessions = new Map<number, number>();
   #nextListener = 1;
-  readonly #backoff: RestartBackoff;
-  #restartTimer: NodeJS.Timeout | undefined;
-  #closed = false;
-  #logger: Logger | undefined;
 
   constructor(opts: UdpEngineOptions) {
-    this.#opts = opts;
-    this.#backoff = new RestartBackoff(opts.restartBackoffMs);
+    this.#life = new HelperSupervisor({
+      protocol: 'UDP',
+      start: () => UdpHelper.start(opts, this),
+      restartBackoffMs: opts.restartBackoffMs,
+      counters: this.counters,
+      wanted: () => this.#sockets.size > 0,
+      relisten: (h) => this.#relisten(h),
+    });
+  }
+
+  /** The running helper. */
+  get #helper(): UdpHelper | undefined {
+    return this.#life.helper;
   }
 
   /** The running helper's process id. */
@@ -89,29 +93,13 @@ export class NativeUdpEngine implements UdpHelperEvents {
     return this.#helper?.threads ?? 0;
   }
 
-  async #ensure(logger: Logger): Promise<UdpHelper> {
-    this.#logger ??= logger;
-    if (this.#closed) throw new NativeHelperError('closed', { protocol: 'UDP' });
-    if (this.#helper !== undefined && !this.#helper.isExited) return this.#helper;
-    this.#starting ??= UdpHelper.start(this.#opts, this)
-      .then((h) => {
-        this.counters.helperStarts++;
-        this.#helper = h;
-        return h;
-      })
-      .finally(() => {
-        this.#starting = undefined;
-      });
-    return this.#starting;
-  }
-
   /** Binds for `socket` on every helper thread; resolves with its listener id and bound port. */
   async listen(
     socket: UdpEngineSocket,
     spec: UdpListenSpec,
     logger: Logger,
   ): Promise<{ listener: number; port: number }> {
-    const h = await this.#ensure(logger);
+    const h = await this.#life.ensure(logger);
     const listener = this.#nextListener++;
     this.#sockets.set(listener, socket);
     const r = await h.listen(listener, spec);
@@ -155,38 +143,19 @@ export class NativeUdpEngine implements UdpHelperEvents {
   }
 
   /** See PicksAhead: endpoints for one thread's new sessions. */
-  picks(
-    listener: number,
-    thread: number,
-    epoch: number,
-    picks: readonly { readonly host: string; readonly port: number }[],
-  ): void {
+  picks(listener: number, thread: number, epoch: number, picks: Picks): void {
     const h = this.#helper;
     if (h === undefined || h.isExited || !this.#where.has(listener)) return;
     h.picks(listener, thread, epoch, picks);
   }
 
   /** Stops the helper (every session ends) and refuses new sockets. */
-  async close(): Promise<void> {
-    this.#closed = true;
-    clearTimeout(this.#restartTimer);
-    const starting = this.#starting;
-    if (starting !== undefined) await starting.catch(() => undefined);
-    const h = this.#helper;
-    if (h === undefined || h.isExited) return;
-    await new Promise<void>((resolve) => {
-      this.#stopping.add(h);
-      this.#onStopped = resolve;
-      h.stop();
-    });
+  close(): Promise<void> {
+    return this.#life.close();
   }
 
   #stopIfIdle(): void {
-    const h = this.#helper;
-    if (h === undefined || this.#sockets.size > 0) return;
-    this.#helper = undefined;
-    this.#stopping.add(h);
-    h.stop();
+    this.#life.stopIfIdle(this.#sockets.size === 0);
   }
 
   // ---- UdpHelperEvents ----
@@ -238,62 +207,32 @@ export class NativeUdpEngine implements UdpHelperEvents {
   }
 
   exited(why: string): void {
-    const intentional = [...this.#stopping].find((h) => h.isExited);
-    if (intentional !== undefined) {
-      this.#stopping.delete(intentional);
-      this.#onStopped?.();
-      this.#onStopped = undefined;
-      if (intentional !== this.#helper) return;
-    }
-    this.#helper = undefined;
+    const how = this.#life.exited();
+    if (how === 'replaced') return;
     const sessions = [...this.#sessions];
     this.#sessions.clear();
     const none = { datagramsIn: 0, bytesIn: 0, datagramsOut: 0, bytesOut: 0, dropped: 0 };
     for (const [session, listener] of sessions) {
       this.#sockets.get(listener)?.onClosed(session, none, 'helper-exit', 0);
     }
-    if (intentional !== undefined || this.#closed) return;
+    if (how === 'stopped' || this.#life.closed) return;
     this.counters.helperExits++;
     const error = new NativeHelperError(`${why}; its sockets are down until it restarts`, {
       protocol: 'UDP',
     });
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#scheduleRestart();
+    this.#life.scheduleRestart();
   }
 
-  #scheduleRestart(): void {
-    if (this.#closed || this.#sockets.size === 0) return;
-    const delay = this.#backoff.next();
-    this.#logger?.warn(`restarting the native UDP helper in ${delay} ms`);
-    clearTimeout(this.#restartTimer);
-    this.#restartTimer = setTimeout(() => void this.#restart(), delay);
-  }
-
-  async #restart(): Promise<void> {
-    if (this.#closed || this.#sockets.size === 0) return;
-    let h: UdpHelper;
-    try {
-      h = await this.#ensure(this.#logger as Logger);
-    } catch (error) {
-      this.#logger?.error('the native UDP helper failed to restart', error);
-      this.#scheduleRestart();
-      return;
-    }
-    for (const [listener, socket] of this.#sockets) {
-      const where = this.#where.get(listener);
-      if (where === undefined) continue;
-      const r = await h.listen(listener, where);
-      if (h.isExited) return; // died again: its exit schedules the next restart
-      if (!this.#where.has(listener)) {
-        void h.closeListener(listener);
-        continue;
-      }
-      socket.onRelisten(
-        r.errno === 0
-          ? undefined
-          : errnoError('bind', errnoName(r.errno), `${where.address}:${where.port}`),
-      );
-    }
-    this.#backoff.reset();
+  /** Binds again for every socket on a restarted helper; false when it died meanwhile. */
+  #relisten(h: UdpHelper): Promise<boolean> {
+    return relistenAll(
+      h,
+      this.#sockets,
+      this.#where,
+      (l, w) => h.listen(l, w),
+      (l) => this.#where.has(l),
+      (errno, w) => errnoError('bind', errnoName(errno), `${w.address}:${w.port}`),
+    );
   }
 }

@@ -3,7 +3,6 @@
  * every other protocol to the factory it wraps (so `withNativeUdp(withNativeTcp(base))` serves
  * both natively, each protocol with a helper of its own).
  */
-import net from 'node:net';
 import {
   createProxySocketFactory,
   DEFAULT_PROXY_SOCKET_OPTIONS,
@@ -13,9 +12,8 @@ import {
   type ProxySocketOptions,
   SocketOpenError,
 } from '@userspace-proxy/core';
-import { joinHostPort } from '@userspace-proxy/core/sockets';
 import { NativeUnsupportedError } from './errors.js';
-import { countOption } from './helper-process.js';
+import { checkContext, countOption, startOptions } from './helper-process.js';
 import { type NativeUdpCounters, NativeUdpEngine } from './udp-engine.js';
 import type { UdpHelperOptions } from './udp-protocol.js';
 import { NativeUdpProxySocket } from './udp-proxy-socket.js';
@@ -86,10 +84,7 @@ export function withNativeUdp(
   if (options.startTimeoutMs !== undefined)
     countOption('startTimeoutMs', options.startTimeoutMs, 0, 1);
   const engine = new NativeUdpEngine({
-    ...(options.helperPath !== undefined ? { helperPath: options.helperPath } : {}),
-    ...(options.compiler !== undefined ? { compiler: options.compiler } : {}),
-    ...(options.threads !== undefined ? { threads: options.threads } : {}),
-    ...(options.startTimeoutMs !== undefined ? { startTimeoutMs: options.startTimeoutMs } : {}),
+    ...startOptions(options),
     restartBackoffMs,
   });
   const settings = {
@@ -100,7 +95,6 @@ export function withNativeUdp(
   };
   const factory = async (ctx: ProxySocketContext): Promise<ProxySocket> => {
     if (String(ctx.protocol).toUpperCase() !== 'UDP') return base(ctx);
-    const what = `${joinHostPort(ctx.ip ?? '*', ctx.port)}/UDP`;
     if (options.createSocket !== undefined) {
       throw new NativeUnsupportedError(
         'createSocket',
@@ -108,14 +102,7 @@ export function withNativeUdp(
         'UDP',
       );
     }
-    if (ctx.ip !== null && net.isIP(ctx.ip) === 0) {
-      throw new SocketOpenError(what, { cause: new TypeError(`"${ctx.ip}" is not an IP address`) });
-    }
-    if (!Number.isInteger(ctx.port) || ctx.port < 0 || ctx.port > 65_535) {
-      throw new SocketOpenError(what, {
-        cause: new RangeError(`port ${ctx.port} is out of range`),
-      });
-    }
+    const what = checkContext(ctx, 'UDP');
     try {
       return await NativeUdpProxySocket.open(ctx, engine, settings);
     } catch (error) {

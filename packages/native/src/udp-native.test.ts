@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
@@ -14,7 +13,7 @@ import {
   createSocketContext,
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   startUdpEchoServer,
   type UdpEchoServer,
@@ -24,23 +23,19 @@ import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.j
 import { type UdpTestClient, udpClient } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeUdpFactory, type NativeUdpOptions, withNativeUdp } from './index.js';
+import {
+  HAS_CC,
+  picksSettled,
+  proxyInTest,
+  randomLoopback,
+  useCleanup,
+} from './test-support/native-tests.js';
 import type { NativeUdpProxySocket } from './udp-proxy-socket.js';
 
-/** The helper is compiled with the system C compiler (.ci/run installs gcc); without one these skip. */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
+const cleanup = useCleanup();
 
 const servicePort = { namespace: 'ns', name: 'dns', port: 'dns', protocol: 'UDP' as const };
 const key = servicePortNameString(servicePort);
-
-function randomLoopback(): string {
-  const r = (): number => 1 + Math.floor(Math.random() * 254);
-  return `127.${r()}.${r()}.${r()}`;
-}
 
 async function backend(prefix?: string): Promise<UdpEchoServer> {
   const s = await startUdpEchoServer({
@@ -79,12 +74,7 @@ async function proxy(
     ...extra,
   });
   const socket = (await f(ctx)) as ProxySocket as NativeUdpProxySocket;
-  const loop = socket.proxyLoop(fakeServiceInfo({ protocol: 'UDP', ...info }));
-  cleanup.push(async () => {
-    ctx.abort();
-    await socket.close();
-    await loop;
-  });
+  proxyInTest(socket, ctx, fakeServiceInfo({ protocol: 'UDP', ...info }), cleanup);
   return { socket, host: socket.addr().address, port: socket.addr().port, f };
 }
 
@@ -275,17 +265,9 @@ describe.skipIf(!HAS_CC)('withNativeUdp', () => {
       servicePort,
     });
     const socket = (await f(ctx)) as ProxySocket as NativeUdpProxySocket;
-    const loop = socket.proxyLoop(createServiceInfo(ctx, { protocol: 'UDP' }));
-    cleanup.push(async () => {
-      ctx.abort();
-      await socket.close();
-      await loop;
-    });
+    proxyInTest(socket, ctx, createServiceInfo(ctx, { protocol: 'UDP' }), cleanup);
     const { address: host, port } = socket.addr();
-    const settled = (): boolean => {
-      const s = socket.picksAhead();
-      return s?.taken.every((e) => e === s.epoch) === true;
-    };
+    const settled = (): boolean => picksSettled(socket);
     await waitFor(settled, 5000, 'picks made ahead');
     const c = await client();
     expect(await ask(c, port, host, 'x')).toBe('old:x');

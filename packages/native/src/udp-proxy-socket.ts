@@ -27,6 +27,7 @@ import {
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
 import { errnoError, type NativeHelperError } from './errors.js';
+import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
 import { PicksAhead } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
 import type { NativeUdpEngine, UdpEngineSocket } from './udp-engine.js';
@@ -83,11 +84,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   #sweepQueued = false;
   #closed = false;
   #closing: Promise<void> | undefined;
-  #idleWaiters: (() => void)[] = [];
-  #endLoop!: () => void;
-  readonly #loopDone = new Promise<void>((resolve) => {
-    this.#endLoop = resolve;
-  });
+  readonly #drain = new SocketDrain();
 
   /** Binds through the engine; see {@link withNativeUdp}. */
   static async open(
@@ -119,16 +116,9 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
       receiveBufferBytes: settings.receiveBufferBytes,
       sessionBufferBytes: settings.sessionBufferBytes,
     });
-    let address = ctx.ip ?? '::';
-    let r: { listener: number; port: number };
-    try {
-      r = await engine.listen(forwarder, spec(address), ctx.logger);
-    } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (ctx.ip !== null || (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL')) throw error;
-      address = '0.0.0.0'; // no IPv6 on this host: every IPv4 address
-      r = await engine.listen(forwarder, spec(address), ctx.logger);
-    }
+    const { address, r } = await listenAnyFamily(ctx, (a) =>
+      engine.listen(forwarder, spec(a), ctx.logger),
+    );
     const socket = new NativeUdpProxySocket(ctx, engine, r.listener, address, r.port, settings);
     holder.socket = socket;
     socket.#early = early;
@@ -168,7 +158,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   }
 
   proxyLoop(info: ServiceInfo): Promise<void> {
-    if (this.#info !== undefined || this.#closed) return this.#loopDone;
+    if (this.#info !== undefined || this.#closed) return this.#drain.loopDone;
     let idleMs = info.udpIdleTimeoutMs;
     if (!(Number.isFinite(idleMs) && idleMs > 0)) {
       this.#log.warn(`${this.#name}: unusable udpIdleTimeoutMs ${String(idleMs)}; using 10 000`);
@@ -190,7 +180,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     this.#early = [];
     for (const a of early) this.onAsked(a.session, a.address, a.port);
     this.#log.debug(`proxying ${this.#name} on ${this.#describe()}`);
-    return this.#loopDone;
+    return this.#drain.loopDone;
   }
 
   /**
@@ -226,7 +216,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
       for (const id of [...this.#sessions.keys()]) this.#end(id, undefined, 'closed', 0);
       this.#resetAffinity.clear();
     });
-    this.#endLoop();
+    this.#drain.endLoop();
     return this.#closing;
   }
 
@@ -235,8 +225,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   }
 
   idle(): Promise<void> {
-    if (this.#closed && this.#sessions.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return this.#drain.idle(this.#closed && this.#sessions.size === 0);
   }
 
   abortConnections(): void {
@@ -431,9 +420,6 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   }
 
   #checkIdle(): void {
-    if (!this.#closed || this.#sessions.size !== 0 || this.#idleWaiters.length === 0) return;
-    const waiters = this.#idleWaiters;
-    this.#idleWaiters = [];
-    for (const resolve of waiters) resolve();
+    this.#drain.check(this.#closed && this.#sessions.size === 0);
   }
 }

@@ -1,0 +1,173 @@
+/**
+ * The life of one factory's helper, whatever it relays (NativeTcpEngine's, NativeUdpEngine's):
+ * started once for the first socket, stopped when the engine is idle or closed, told apart when
+ * it exits (stopped on purpose, or died), and restarted with back-off after a death until its
+ * sockets listen again. What the helper's death means for sockets stays the engine's.
+ */
+import type { Logger } from '@userspace-proxy/core';
+import { NativeHelperError } from './errors.js';
+import { type HelperChild, type HelperProtocol, RestartBackoff } from './helper-process.js';
+
+/** What a supervisor needs from its engine. */
+export interface HelperSupervisorOptions<H extends HelperChild> {
+  readonly protocol: HelperProtocol;
+  /** Starts a helper (resolves once it said hello). */
+  readonly start: () => Promise<H>;
+  /** A started helper, before anything uses it (the TCP engine sends its limits). */
+  readonly started?: (h: H) => void;
+  /** First restart delay, ms, doubling up to 5 s. */
+  readonly restartBackoffMs: number;
+  /** Every start is counted here (the engine counts deaths: it knows when one matters). */
+  readonly counters: { helperStarts: number };
+  /** True while sockets want a helper: a restart is pointless otherwise. */
+  readonly wanted: () => boolean;
+  /**
+   * Listens again for every socket on a restarted helper; false when it died meanwhile (its
+   * exit schedules the next restart), true once done (the back-off starts over).
+   */
+  readonly relisten: (h: H) => Promise<boolean>;
+  readonly logger?: Logger | undefined;
+}
+
+/** How a helper's exit came about, from {@link HelperSupervisor.exited}. */
+export type HelperExit = 'replaced' | 'stopped' | 'died';
+
+/** See the module comment. */
+export class HelperSupervisor<H extends HelperChild> {
+  readonly #o: HelperSupervisorOptions<H>;
+  #helper: H | undefined;
+  #starting: Promise<H> | undefined;
+  readonly #stopping = new Set<H>();
+  #onStopped: (() => void) | undefined;
+  readonly #backoff: RestartBackoff;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  #logger: Logger | undefined;
+
+  constructor(o: HelperSupervisorOptions<H>) {
+    this.#o = o;
+    this.#logger = o.logger;
+    this.#backoff = new RestartBackoff(o.restartBackoffMs);
+  }
+
+  /** The running helper (undefined when none runs or it is being stopped). */
+  get helper(): H | undefined {
+    return this.#helper;
+  }
+
+  /** True once {@link close} was called: no helper starts again. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The running helper, started (once, however many ask at once) when none runs. */
+  async ensure(logger: Logger): Promise<H> {
+    this.#logger ??= logger;
+    if (this.#closed) throw new NativeHelperError('closed', { protocol: this.#o.protocol });
+    if (this.#helper !== undefined && !this.#helper.isExited) return this.#helper;
+    this.#starting ??= this.#o
+      .start()
+      .then((h) => {
+        this.#o.counters.helperStarts++;
+        this.#helper = h;
+        this.#o.started?.(h);
+        return h;
+      })
+      .finally(() => {
+        this.#starting = undefined;
+      });
+    return this.#starting;
+  }
+
+  /** Stops the running helper when `idle` (nothing uses it); its exit is then 'stopped'. */
+  stopIfIdle(idle: boolean): void {
+    const h = this.#helper;
+    if (h === undefined || !idle) return;
+    this.#helper = undefined;
+    this.#stopping.add(h);
+    h.stop();
+  }
+
+  /** Stops the helper for good; resolves once it exited (at once when none runs). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#restartTimer);
+    const starting = this.#starting;
+    if (starting !== undefined) await starting.catch(() => undefined);
+    const h = this.#helper;
+    if (h === undefined || h.isExited) return;
+    await new Promise<void>((resolve) => {
+      this.#stopping.add(h);
+      this.#onStopped = resolve;
+      h.stop();
+    });
+  }
+
+  /**
+   * A helper exited: 'replaced' when it was an older one stopped on purpose (nothing to do),
+   * 'stopped' when the current one was, 'died' otherwise. Either of the last two leaves no
+   * helper running.
+   */
+  exited(): HelperExit {
+    const intentional = [...this.#stopping].find((h) => h.isExited);
+    if (intentional !== undefined) {
+      this.#stopping.delete(intentional);
+      this.#onStopped?.();
+      this.#onStopped = undefined;
+      if (intentional !== this.#helper) return 'replaced';
+    }
+    this.#helper = undefined;
+    return intentional !== undefined ? 'stopped' : 'died';
+  }
+
+  /** After a death: restarts the helper after the next back-off delay, while sockets want it. */
+  scheduleRestart(): void {
+    if (this.#closed || !this.#o.wanted()) return;
+    const delay = this.#backoff.next();
+    this.#logger?.warn(`restarting the native ${this.#o.protocol} helper in ${delay} ms`);
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => void this.#restart(), delay);
+  }
+
+  async #restart(): Promise<void> {
+    if (this.#closed || !this.#o.wanted()) return;
+    let h: H;
+    try {
+      h = await this.ensure(this.#logger as Logger);
+    } catch (error) {
+      this.#logger?.error(`the native ${this.#o.protocol} helper failed to restart`, error);
+      this.scheduleRestart();
+      return;
+    }
+    // A helper that came back and listens again resets the back-off on its next death.
+    if (await this.#o.relisten(h)) this.#backoff.reset();
+  }
+}
+
+/**
+ * Listens again on a restarted helper for each socket of `sockets` whose `where` is known, in
+ * order, telling each how it went (`onRelisten`: undefined, or `failed`'s error for the errno); a
+ * socket closed meanwhile (`open` false) has its new listener closed instead. False as soon as
+ * the helper died again (its exit schedules the next restart), true once every socket is done.
+ */
+export async function relistenAll<W>(
+  h: HelperChild & { closeListener(listener: number): Promise<void> },
+  sockets: ReadonlyMap<number, { onRelisten(error: unknown): void }>,
+  where: ReadonlyMap<number, W>,
+  listen: (listener: number, where: W) => Promise<{ errno: number }>,
+  open: (listener: number) => boolean,
+  failed: (errno: number, where: W) => Error,
+): Promise<boolean> {
+  for (const [listener, socket] of sockets) {
+    const w = where.get(listener);
+    if (w === undefined) continue;
+    const r = await listen(listener, w);
+    if (h.isExited) return false;
+    if (!open(listener)) {
+      void h.closeListener(listener); // closed meanwhile
+      continue;
+    }
+    socket.onRelisten(r.errno === 0 ? undefined : failed(r.errno, w));
+  }
+  return true;
+}
