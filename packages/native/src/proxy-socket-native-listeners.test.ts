@@ -10,24 +10,20 @@ import {
   createSocketContext,
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startTcpServer } from '../../core/src/test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
+import { HAS_CC, proxyInTest, useCleanup } from './test-support/native-tests.js';
 
 /**
  * Listening sockets against the descriptor limit: a socket per helper thread while they stay
  * within a quarter of it, one socket shared by every thread past it, so a daemon with thousands
  * of Services does not run out of descriptors before its first client.
  */
-const HAS_CC = spawnSync('cc', ['--version']).status === 0;
 const PRLIMIT = '/usr/bin/prlimit';
-
-const cleanup: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const f of cleanup.splice(0).reverse()) await f();
-});
+const cleanup = useCleanup();
 
 const octet = (): number => 1 + Math.floor(Math.random() * 254);
 /** This file's own /24, so its many listeners never meet another file's. */
@@ -64,12 +60,7 @@ describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeTcpProxySocket listeners
         servicePort,
       });
       const socket = (await f(ctx)) as NativeTcpProxySocket;
-      const loop = socket.proxyLoop(createServiceInfo(ctx, { sessionAffinityType: 'None' }));
-      cleanup.push(async () => {
-        ctx.abort();
-        await socket.close();
-        await loop;
-      });
+      proxyInTest(socket, ctx, createServiceInfo(ctx, { sessionAffinityType: 'None' }), cleanup);
       return socket.addr();
     };
     const first = await open(0);
