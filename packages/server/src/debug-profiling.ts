@@ -25,7 +25,7 @@ export const PROFILE_SAMPLING_INTERVAL_US = 1000;
 export const HEAP_SAMPLING_INTERVAL_BYTES = 512 * 1024;
 
 /** The profiler's side of the inspector protocol that these paths use (V8's own, via node:inspector). */
-interface ProfilerSession {
+export interface ProfilerSession {
   post(method: string, params?: object): Promise<unknown>;
   connect(): void;
   disconnect(): void;

@@ -42,6 +42,16 @@ export { configurationYaml, toExternalConfiguration } from './config-write.js';
 export { configzBody, toInternalConfiguration } from './configz.js';
 export type { DaemonOptions } from './daemon.js';
 export type { DaemonServersOptions } from './daemon-servers.js';
+export type { ProfilerSession, ProfilingSources, WorkerProfiles } from './debug-profiling.js';
+export {
+  HEAP_SAMPLING_INTERVAL_BYTES,
+  PROFILE_DEFAULT_SECONDS,
+  PROFILE_MAX_SECONDS,
+  ProcessProfiler,
+  ProfilerBusyError,
+  serveProfiling,
+  sharedProcessProfiler,
+} from './debug-profiling.js';
 export { Daemon, loggingRecorder } from './daemon.js';
 export { DurationParseError, formatDuration, parseDuration } from './duration.js';
 export type { FieldErrorType, RenderedValue } from './field-error.js';
