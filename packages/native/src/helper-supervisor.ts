@@ -39,6 +39,8 @@ export class HelperSupervisor<H extends HelperChild> {
   #starting: Promise<H> | undefined;
   readonly #stopping = new Set<H>();
   #onStopped: (() => void) | undefined;
+  /** The one close in progress or done: a second close() waits for the same exit. */
+  #closing: Promise<void> | undefined;
   readonly #backoff: RestartBackoff;
   #restartTimer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -88,8 +90,13 @@ export class HelperSupervisor<H extends HelperChild> {
     h.stop();
   }
 
-  /** Stops the helper for good; resolves once it exited (at once when none runs). */
-  async close(): Promise<void> {
+  /** Stops the helper for good; resolves once it exited (at once when none runs). Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#restartTimer);
     const starting = this.#starting;

@@ -80,4 +80,19 @@ describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeTcpProxySocket listeners
       expect((await done).data.toString()).toBe('hi');
     }
   });
+
+  it('resolves every close() of its factory, however many come before the helper exits', async () => {
+    const f: NativeTcpFactory = withNativeTcp(createProxySocketFactory(), { threads: 1 });
+    const servicePort = { namespace: 'ns', name: 'c', port: 'http', protocol: 'TCP' as const };
+    const ctx = createSocketContext({
+      loadBalancer: new RoundRobinLoadBalancer(),
+      protocol: 'TCP',
+      ip: `${NET}200`,
+      servicePort,
+    });
+    const socket = await f(ctx);
+    expect(f.helperPid()).toBeDefined();
+    await Promise.all([f.close(), f.close(), socket.close()]);
+    expect(f.helperPid()).toBeUndefined();
+  });
 });

@@ -275,6 +275,23 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket accept policy', () => {
     await waitFor(() => socket.activeConnections() === 0, 5_000, 'all released');
   });
 
+  it('closes a relaying connection on refuse() without counting a refusal, as core does', async () => {
+    const backend = await echo();
+    const refused = recordChannel<RefusedMessage>(CHANNELS.refused, (fn) => cleanup.push(fn));
+    const policy = new RecordingPolicy('proxy');
+    const { socket } = await open(policy, [backend.endpoint]);
+    const c = await client(socket);
+    c.write('ping');
+    expect((await readBytes(c, 4)).toString()).toBe('ping');
+    const relayed = policy.seen[0] as AcceptedConnection;
+    await waitFor(() => relayed.state === 'relaying', 5_000, 'relaying');
+    const ends = readToEnd(c);
+    expect(relayed.refuse()).toBe(true);
+    expect((await ends).ended).toBe('end');
+    await waitFor(() => relayed.state === 'closed', 5_000, 'closed');
+    expect(refused.filter((m) => m.service === KEY)).toEqual([]);
+  });
+
   it('refuses the client, and logs, when the policy throws', async () => {
     const error = vi.fn();
     const { socket } = await open(

@@ -292,11 +292,16 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   /**
-   * @internal EngineSocket: `refuse()`. Closed at once as core's socket closes it (the listeners
-   * run now); the helper resets a client it held bytes of or was dialling for, and its 'c' ends the
-   * count.
+   * @internal EngineSocket: `refuse()`. A held, new or dialling connection is closed at once as
+   * core's socket closes it (the listeners run now); the helper resets a client it held bytes of or
+   * was dialling for, and its 'c' ends the count. A relaying one is closed as core's socket
+   * destroys a relayed connection: no refusal is counted, and its close is published on the 'c'.
    */
   refuseConnection(conn: NativeConnection, reason: string): void {
+    if (conn.state === 'relaying') {
+      this.#engine.closeConnection(conn, 'fin');
+      return;
+    }
     this.#engine.closeConnection(conn, 'refuse');
     this.#publishRefused('policy', reason);
     conn.markClosed();

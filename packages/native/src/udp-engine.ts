@@ -132,14 +132,18 @@ export class NativeUdpEngine implements UdpHelperEvents {
     this.#helper?.setIdle(listener, idleMs);
   }
 
-  /** Node's verdict on an asked session (undefined: drop it). */
+  /**
+   * Node's verdict on an asked session (undefined: drop it). Ignored for a session this helper no
+   * longer has: one asked of a helper that died since (the socket may still hold it, waiting for
+   * its proxyLoop) must not reach the restarted helper, whose session ids start again.
+   */
   verdict(session: number, target: { host: string; port: number } | undefined): void {
-    this.#helper?.verdict(session, target);
+    if (this.#sessions.has(session)) this.#helper?.verdict(session, target);
   }
 
-  /** Ends a session; the socket hears `onClosed`. */
+  /** Ends a session; the socket hears `onClosed`. Ignored, as a verdict, for one already gone. */
   closeSession(session: number, reason: 'closed' | 'endpoint-removed'): void {
-    this.#helper?.close(session, reason);
+    if (this.#sessions.has(session)) this.#helper?.close(session, reason);
   }
 
   /** See PicksAhead: endpoints for one thread's new sessions. */

@@ -95,6 +95,9 @@ export async function buildDaemonProxier(
           ...(udpOptions.maxUdpSessions !== undefined
             ? { maxUdpSessions: udpOptions.maxUdpSessions }
             : {}),
+          ...(udpOptions.maxUdpSessionsPerSource !== undefined
+            ? { maxUdpSessionsPerSource: udpOptions.maxUdpSessionsPerSource }
+            : {}),
           ...(udpOptions.udpBufferBytes !== undefined
             ? { udpBufferBytes: udpOptions.udpBufferBytes }
             : {}),
