@@ -166,6 +166,13 @@ describe.skipIf(!support.ok)(
     });
 
     it('captures the cluster IP and the node port with iptables rules, and serves B through them', async () => {
+      // The TCP port answering says its rules are in; the UDP port's are installed by its own
+      // socket's open, which may finish a moment later.
+      await until(
+        async () => captureRules(await kubeRules(a), CLUSTER_IP, 'udp', 53).length > 0,
+        'the UDP port capture rules',
+        10_000,
+      );
       const rules = await kubeRules(a);
       const clusterTcp = captureRules(rules, CLUSTER_IP, 'tcp', 80);
       const nodePort = captureRules(rules, null, 'tcp', NODE_PORT).filter(
