@@ -301,6 +301,13 @@ metadata: { name: web, namespace: default }
 subsets: ${endpoints}
 `;
     const services = await runDaemon(idled('[]'), ', idling: true, idlingMaxHeldPerPort: 2');
+    // Both workers ready is not the Service listening: worker 1 opens it after its first sync, and
+    // a client that came first was refused (seen once in CI).
+    await until(
+      async () => (await metric('userspace_proxy_service_ports')) >= 1,
+      'the idled Service to listen',
+      START_MS,
+    );
     const held = () =>
       metric('userspace_proxy_idler_held_connections', { service: 'default/web:tcp' });
     for (let i = 0; i < 3; i++) {
