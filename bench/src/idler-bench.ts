@@ -22,6 +22,13 @@ export interface IdlerBenchOptions {
    * `@userspace-proxy/native`'s helper (`native`: it holds the clients and dials; `--data-path native`).
    */
   dataPath?: 'node' | 'native';
+  /**
+   * The backend's listeners: one per Service port (`per-service`, the default: Services each have
+   * pods of their own) or `one` shared by all 100 Services, as before 2 December 2026 (its accept
+   * queue, capped by `somaxconn`, overflows during the hand-over's burst and failed first dials
+   * wait out their 250 ms timeout; `--one-backend-port`).
+   */
+  backendListeners?: 'per-service' | 'one';
 }
 
 /** What one run measured. */
@@ -63,6 +70,8 @@ export interface IdlerFigures {
   backendCpuMs: number;
   /** The Idler's bound on hand-over dials in flight in this run. */
   handOverConcurrency: number;
+  /** The backend's listeners in this run (see IdlerBenchOptions). */
+  backendListeners: 'per-service' | 'one';
   loadAverage: number;
 }
 
@@ -78,7 +87,12 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
   const clients = new RoleProcess('idler-clients');
   const backend = new RoleProcess('idler-backend');
   try {
-    const target = await backend.call<{ ip: string; port: number }>('start', held);
+    const backendListeners = opts.backendListeners ?? 'per-service';
+    const target = await backend.call<{ ip: string; ports: number[] }>(
+      'start',
+      held,
+      backendListeners === 'one' ? 1 : opts.ports,
+    );
     const front = await proxy.call<{ ip: string; ports: number[] }>(
       'start',
       opts.ports,
@@ -101,7 +115,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
     const start = await proxy.call<{ t0: number; eventsMs: number }>(
       'handOver',
       target.ip,
-      target.port,
+      target.ports,
     );
     const end = await arrived;
     const stats = await proxy.call<{
@@ -130,6 +144,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       helperCpuMs: stats.helperCpuSeconds * 1000,
       backendCpuMs: end.cpuMs,
       handOverConcurrency: opts.handOverConcurrency ?? 256,
+      backendListeners,
       loadAverage: loadavg()[0] ?? 0,
     };
   } finally {
@@ -150,7 +165,11 @@ export function idlerMarkdown(runs: readonly IdlerFigures[]): string[] {
   ];
   for (const r of runs) {
     const native = r.dataPath === 'native';
-    const where = native ? ` (native, ${n(r.handOverConcurrency)} dials)` : '';
+    const parts = [
+      ...(native ? [`native, ${n(r.handOverConcurrency)} dials`] : []),
+      ...(r.backendListeners === 'one' ? ['one backend port'] : []),
+    ];
+    const where = parts.length > 0 ? ` (${parts.join(', ')})` : '';
     const helperRss = native ? ` (helper ${n(r.helperRssPerHeld / 1024, 2)})` : '';
     const helperCpu = native ? ` (helper ${n(r.helperCpuMs)})` : '';
     lines.push(
@@ -166,6 +185,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const i = args.indexOf(flag);
     return i >= 0 ? Number(args[i + 1]) : def;
   };
+  // --built: the proxy runs the packages' dist (what users run; `pnpm build` first), not the
+  // TypeScript sources through tsx, whose keepNames wrapper alone costs several per cent of CPU.
+  if (args.includes('--built')) process.env.BENCH_BUILT = '1';
   const base = args.includes('--smoke') ? IDLER_SMOKE : IDLER_FULL;
   const reps = num('--reps', 1);
   const runs: IdlerFigures[] = [];
@@ -179,6 +201,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         ...(args[args.indexOf('--data-path') + 1] === 'native' && args.includes('--data-path')
           ? { dataPath: 'native' as const }
           : {}),
+        ...(args.includes('--one-backend-port') ? { backendListeners: 'one' as const } : {}),
       }),
     );
     console.log(JSON.stringify(runs.at(-1)));

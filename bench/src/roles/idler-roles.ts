@@ -129,15 +129,20 @@ export const idlerProxyMethods = {
     return m;
   },
   held: (): number => idler?.stats().heldNow ?? 0,
-  /** One endpoint event per Service port, all to `backendPort`; returns when it started. */
-  handOver(backendIp: string, backendPort: number): { t0: number; eventsMs: number } {
+  /**
+   * One endpoint event per Service port: Service port i to `backendPorts[i]` (each its own
+   * backend listener, as Services each have their own pods) or, with one port given, all to it.
+   * Returns when it started.
+   */
+  handOver(backendIp: string, backendPorts: readonly number[]): { t0: number; eventsMs: number } {
     cpuAtHandOver = process.cpuUsage();
     helperCpuAtHandOver = processCpuSeconds(native?.helperPid());
     const t0 = clock();
-    for (const context of contexts) {
+    for (const [i, context] of contexts.entries()) {
+      const port = backendPorts[i % backendPorts.length] ?? 0;
       lb?.onEndpointsAdd({
         metadata: { namespace: 'bench', name: context.servicePort.name },
-        subsets: [{ addresses: [{ ip: backendIp }], ports: [{ name: 'p', port: backendPort }] }],
+        subsets: [{ addresses: [{ ip: backendIp }], ports: [{ name: 'p', port }] }],
       });
       context.notifyEndpointsChanged();
     }
@@ -197,36 +202,47 @@ export const idlerClientMethods = {
   },
 };
 
-let backend: net.Server | undefined;
+const backends: net.Server[] = [];
 let firstBytes = 0;
 let lastFirstByteAt = 0;
 let expected = 0;
 let allArrived: (() => void) | undefined;
 
+/** What each backend connection does: count its first byte, then end. */
+function onBackendConnection(socket: net.Socket): void {
+  socket.on('error', () => {});
+  socket.once('data', () => {
+    lastFirstByteAt = clock();
+    firstBytes++;
+    socket.end();
+    if (firstBytes === expected) allArrived?.();
+  });
+}
+
 /**
- * The backend: counts each connection's first byte, then ends the connection, so the proxy's
- * descriptors are freed as the hand-over goes (10 000 held clients and their backend legs would
- * not fit the 20 000 descriptors of one process at once).
+ * The backend: `listeners` listening sockets on one address (one per Service port by default, as
+ * each Service has pods of its own; one shared by every Service with `--one-backend-port`, whose
+ * single accept queue the hand-over's burst overflows). Counts each connection's first byte, then
+ * ends the connection, so the proxy's descriptors are freed as the hand-over goes (10 000 held
+ * clients and their backend legs would not fit the 20 000 descriptors of one process at once).
  */
 export const idlerBackendMethods = {
-  start(count: number): Promise<{ ip: string; port: number }> {
+  async start(count: number, listeners = 1): Promise<{ ip: string; ports: number[] }> {
     expected = count;
     const ip = `127.203.${octet()}.${octet()}`;
-    const server = net.createServer((socket) => {
-      socket.on('error', () => {});
-      socket.once('data', () => {
-        lastFirstByteAt = clock();
-        firstBytes++;
-        socket.end();
-        if (firstBytes === expected) allArrived?.();
-      });
-    });
-    backend = server;
-    return new Promise((resolve) => {
-      server.listen({ host: ip, port: 0, backlog: 65_535 }, () => {
-        resolve({ ip, port: (server.address() as net.AddressInfo).port });
-      });
-    });
+    const ports: number[] = [];
+    for (let i = 0; i < listeners; i++) {
+      const server = net.createServer(onBackendConnection);
+      backends.push(server);
+      ports.push(
+        await new Promise<number>((resolve) => {
+          server.listen({ host: ip, port: 0, backlog: 65_535 }, () => {
+            resolve((server.address() as net.AddressInfo).port);
+          });
+        }),
+      );
+    }
+    return { ip, ports };
   },
   /** Resolves with when the last expected first byte arrived, or what had arrived by `timeoutMs`. */
   waitAll(timeoutMs: number): Promise<{ firstBytes: number; lastAt: number; cpuMs: number }> {
@@ -246,6 +262,6 @@ export const idlerBackendMethods = {
     });
   },
   stop(): void {
-    backend?.close();
+    for (const server of backends.splice(0)) server.close();
   },
 };
