@@ -43,8 +43,8 @@ function writeDocs(md: string, svg: string): void {
 }
 
 /**
- * Builds @userspace-proxy/core and @userspace-proxy/idler (tsc -b; the idler's project references
- * core's), so the proxy hosts run what users run.
+ * Builds @userspace-proxy/core, idler, sctp and native (tsc -b; their project references core's),
+ * so the proxy hosts run what users run.
  */
 function buildCore(): void {
   const require = createRequire(import.meta.url);
@@ -54,6 +54,9 @@ function buildCore(): void {
   // The sctp group's processes import @userspace-proxy/sctp (its project references core's).
   const sctp = fileURLToPath(new URL('../../packages/sctp/tsconfig.json', import.meta.url));
   execFileSync(process.execPath, [tsc, '-b', sctp], { stdio: 'inherit' });
+  // The idler group's native row imports @userspace-proxy/native.
+  const native = fileURLToPath(new URL('../../packages/native/tsconfig.json', import.meta.url));
+  execFileSync(process.execPath, [tsc, '-b', native], { stdio: 'inherit' });
 }
 
 async function main(argv: string[]): Promise<void> {

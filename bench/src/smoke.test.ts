@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { checkTargets, markdown, svgChart } from './report.js';
 import { runSuite, SMOKE } from './suite.js';
@@ -19,6 +20,11 @@ describe('benchmark harness (smoke)', () => {
     expect(checkTargets(result).length).toBeGreaterThan(4);
     // The idler group: every held client reached the backend after the endpoint events.
     expect(result.idler?.firstBytes).toBe(result.idler?.held);
+    // And on the native helper wherever it can be compiled (CI installs a compiler).
+    if (spawnSync('cc', ['--version']).status === 0) {
+      expect(result.idlerNative?.firstBytes).toBe(result.idlerNative?.held);
+      expect(result.idlerNative?.dataPath).toBe('native');
+    }
     expect(markdown(result)).toContain('| held clients / Service ports |');
   }, 120_000);
 });

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import type { Env, Row, SuiteConfig } from './compare.js';
 import { IDLER_FULL, IDLER_SMOKE, type IdlerFigures, runIdlerBench } from './idler-bench.js';
 import type { BackendPorts } from './roles/backend.js';
@@ -51,8 +52,13 @@ export interface SuiteResult {
   rows: Row[];
   sync: SyncCost[];
   nextEndpoint?: Record<string, number>;
-  /** The idler group: held clients, their memory and the hand-over. */
+  /** The idler group: held clients, their memory and the hand-over, on core's TCP socket. */
   idler?: IdlerFigures;
+  /**
+   * The same on `@userspace-proxy/native`'s helper (`--data-path native`), when this machine has a
+   * C compiler to build it.
+   */
+  idlerNative?: IdlerFigures;
   config: SuiteConfig;
   startedAt: string;
 }
@@ -66,6 +72,11 @@ async function nextEndpointFigures(): Promise<Record<string, number> | undefined
   } catch {
     return undefined;
   }
+}
+
+/** Whether `cc` runs here: the native helper is compiled on first use. */
+function hasCompiler(): boolean {
+  return spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
 /** Runs the suite: every group in `cfg.only` (or all), each variant interleaved per repetition. */
@@ -93,11 +104,16 @@ export async function runSuite(cfg: SuiteConfig): Promise<SuiteResult> {
   const sync = want('sync') ? await syncRows(cfg) : [];
   const nextEndpoint = want('lb') ? await nextEndpointFigures() : undefined;
   const idler = want('idler') ? await runIdlerBench(cfg.idler ?? IDLER_FULL) : undefined;
+  const idlerNative =
+    want('idler') && hasCompiler()
+      ? await runIdlerBench({ ...(cfg.idler ?? IDLER_FULL), dataPath: 'native' })
+      : undefined;
   return {
     rows,
     sync,
     ...(nextEndpoint ? { nextEndpoint } : {}),
     ...(idler ? { idler } : {}),
+    ...(idlerNative ? { idlerNative } : {}),
     config: cfg,
     startedAt,
   };
