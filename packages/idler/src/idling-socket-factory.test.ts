@@ -1,6 +1,8 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import {
+  createProxySocketFactory,
+  InvalidOptionError,
   type ProxySocket,
   RoundRobinLoadBalancer,
   UnsupportedProtocolError,
@@ -57,6 +59,20 @@ async function open(
 }
 
 describe('the idling TCP socket on loopback', () => {
+  it('refuses a bad socket option at once, with or without the tcp option', () => {
+    const idler = new Idler();
+    cleanups.push(() => idler.close());
+    const tcp = () => createProxySocketFactory();
+    for (const extra of [{}, { tcp }]) {
+      expect(() => createIdlingProxySocketFactory({ idler, ...extra, maxUdpSessions: -5 })).toThrow(
+        InvalidOptionError,
+      );
+      expect(() => createIdlingProxySocketFactory({ idler, ...extra, dialTimeoutsMs: [] })).toThrow(
+        InvalidOptionError,
+      );
+    }
+  });
+
   it('holds a client, keeps its early bytes, and relays them once endpoints come', async () => {
     const recorder = new RecordingRecorder();
     const idler = new Idler({ recorder });

@@ -43,10 +43,10 @@ export function createIdlingProxySocketFactory(
   options: IdlingProxySocketFactoryOptions,
 ): ProxySocketFactory {
   const { idler, base, tcp: makeTcp, ...socketOptions } = options;
-  const tcp =
-    makeTcp === undefined
-      ? createProxySocketFactory({ ...socketOptions, acceptPolicy: idler.acceptPolicy })
-      : makeTcp(idler.acceptPolicy);
+  // Core's factory checks every socket option as it is made. With `tcp` the options still serve
+  // the UDP sockets, so they are checked the same way (and the factory made for it dropped).
+  const coreTcp = createProxySocketFactory({ ...socketOptions, acceptPolicy: idler.acceptPolicy });
+  const tcp = makeTcp === undefined ? coreTcp : makeTcp(idler.acceptPolicy);
   const udpOptions = {
     ...socketOptions,
     ...(socketOptions.createUdpSocket === undefined

@@ -172,6 +172,16 @@ function failed(res: ServerResponse, status: number, message: string): void {
   res.end(`${message}\n`);
 }
 
+/** How long past a profile's window the primary waits for the worker's answer. */
+export const WORKER_PROFILE_GRACE_MS = 30_000;
+
+/**
+ * How long the primary waits for a worker's heap profile (it takes milliseconds): under the
+ * metrics server's 10 s idle deadline, so a hung worker's client gets the 502, not a closed
+ * connection.
+ */
+export const WORKER_HEAP_PROFILE_WAIT_MS = 5_000;
+
 /**
  * The workers of a `--workers` primary, for `?worker=K`: their data path runs in their own
  * processes, so the primary's profiles do not show it. `profile` rejects with an error whose
@@ -244,6 +254,9 @@ export function serveProfiling(
   const { profiler, workers } = sources;
   const whose = worker === undefined ? String(process.pid) : `worker${worker + 1}`;
   if (path === '/debug/pprof/heap') {
+    // A worker's answer may take up to WORKER_HEAP_PROFILE_WAIT_MS: past it the client gets a 502,
+    // which the server's idle deadline must not pre-empt with a closed connection.
+    if (worker !== undefined) req.socket.setTimeout(WORKER_HEAP_PROFILE_WAIT_MS + 5_000);
     const heap =
       worker === undefined || workers === undefined
         ? profiler.heapProfile()
@@ -264,7 +277,8 @@ export function serveProfiling(
     return true;
   }
   // The connection is silent while the profile runs: the server's idle deadline must not end it.
-  req.socket.setTimeout((seconds + 30) * 1000);
+  // A worker's answer may come up to WORKER_PROFILE_GRACE_MS after the window: past it, a 502.
+  req.socket.setTimeout(seconds * 1000 + WORKER_PROFILE_GRACE_MS + 5_000);
   const gone = new AbortController();
   res.on('close', () => gone.abort());
   const cpu =

@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { componentLogger, type Logger } from '@userspace-proxy/core';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { WORKER_HEAP_PROFILE_WAIT_MS, WORKER_PROFILE_GRACE_MS } from '../debug-profiling.js';
 import { type FromWorker, isOurs, type ToWorker } from './protocol.js';
 
 /**
@@ -69,9 +70,13 @@ export class WorkerPool {
   readonly #o: WorkerPoolOptions;
   readonly #log: Logger;
   readonly #slots: Slot[];
+  /**
+   * Requests waiting for a worker's `up:response`, by id, with the slot asked: a worker that exits
+   * fails its own at once (a profile would otherwise wait out its whole window and grace).
+   */
   readonly #pending = new Map<
     number,
-    (answer: { body: unknown; error?: string; code?: string }) => void
+    { slot: number; done: (answer: { body: unknown; error?: string; code?: string }) => void }
   >();
   #nextId = 1;
   #stopping = false;
@@ -147,9 +152,12 @@ export class WorkerPool {
             this.#pending.delete(id);
             res(undefined);
           }, WORKER_REQUEST_TIMEOUT_MS);
-          this.#pending.set(id, (a) => {
-            clearTimeout(timer);
-            res(a);
+          this.#pending.set(id, {
+            slot: slot.index,
+            done: (a) => {
+              clearTimeout(timer);
+              res(a);
+            },
           });
           slot.worker?.send({ type: 'up:request', id, what } satisfies ToWorker);
         });
@@ -197,13 +205,16 @@ export class WorkerPool {
             new WorkerProfileError(`worker ${index + 1} did not answer`, 'ERR_WORKER_TIMEOUT'),
           );
         },
-        (kind === 'cpu' ? seconds * 1000 : 0) + WORKER_PROFILE_GRACE_MS,
+        kind === 'cpu' ? seconds * 1000 + WORKER_PROFILE_GRACE_MS : WORKER_HEAP_PROFILE_WAIT_MS,
       );
-      this.#pending.set(id, (a) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (a.error === undefined) resolve(a.body);
-        else reject(new WorkerProfileError(a.error, a.code ?? 'ERR_WORKER_PROFILE'));
+      this.#pending.set(id, {
+        slot: index,
+        done: (a) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          if (a.error === undefined) resolve(a.body);
+          else reject(new WorkerProfileError(a.error, a.code ?? 'ERR_WORKER_PROFILE'));
+        },
       });
       signal?.addEventListener('abort', onAbort, { once: true });
       worker.send({ type: 'up:profile', id, kind, seconds } satisfies ToWorker);
@@ -263,7 +274,7 @@ export class WorkerPool {
         this.#log.info(`worker ${slot.index + 1} (pid ${worker.process.pid}) is ready`);
         this.#o.onReady(slot.index, (msg) => worker.send(msg));
       } else if (m.type === 'up:response') {
-        const done = this.#pending.get(m.id);
+        const done = this.#pending.get(m.id)?.done;
         this.#pending.delete(m.id);
         done?.(
           m.error === undefined
@@ -278,10 +289,24 @@ export class WorkerPool {
     worker.on('exit', (code, signal) => this.#exited(slot, worker, code, signal));
   }
 
+  /** Fails the requests a worker that exited can no longer answer (ERR_WORKER_EXITED). */
+  #failPending(index: number, how: string): void {
+    for (const [id, entry] of this.#pending) {
+      if (entry.slot !== index) continue;
+      this.#pending.delete(id);
+      entry.done({
+        body: undefined,
+        error: `worker ${index + 1} exited (${how}) before it answered`,
+        code: 'ERR_WORKER_EXITED',
+      });
+    }
+  }
+
   #exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
     if (slot.worker !== worker) return;
     slot.worker = undefined;
     slot.ready = false;
+    this.#failPending(slot.index, signal ? `signal ${signal}` : `code ${code}`);
     this.#o.onExit?.(slot.index);
     const how = signal ? `signal ${signal}` : `code ${code}`;
     if (this.#stopping) {
@@ -299,9 +324,6 @@ export class WorkerPool {
     slot.restartTimer = setTimeout(() => this.#fork(slot), delay);
   }
 }
-
-/** How long past a profile's window the primary waits for the worker's answer. */
-export const WORKER_PROFILE_GRACE_MS = 30_000;
 
 /** A worker's profile could not be had; `code` says why (a busy profiler: ERR_PROFILER_BUSY). */
 export class WorkerProfileError extends Error {

@@ -255,6 +255,31 @@ describe('userspace-proxy --workers 2', () => {
     const bad = await fetch(`${METRICS}/debug/pprof/heap?worker=3`);
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('from 1 to 2');
+
+    // A hung worker: its heap profile is a 502 after WORKER_HEAP_PROFILE_WAIT_MS, not a connection
+    // the metrics server's idle deadline closes.
+    const pidOf = async (k: number) => (await workers()).find((w) => w.worker === k)?.pid ?? 0;
+    const hung = await pidOf(1);
+    process.kill(hung, 'SIGSTOP');
+    try {
+      const stuck = await fetch(`${METRICS}/debug/pprof/heap?worker=1`);
+      expect(stuck.status).toBe(502);
+      expect(await stuck.text()).toContain('did not answer');
+    } finally {
+      process.kill(hung, 'SIGCONT');
+    }
+    // A worker that dies mid-profile: the 502 comes when it dies, not after the 300 s window.
+    const victim = await pidOf(2);
+    const dying = fetch(`${METRICS}/debug/pprof/profile?seconds=300&worker=2`);
+    // A second profile of worker 2 is refused as busy once the first runs there.
+    await until(
+      async () => (await fetch(`${METRICS}/debug/pprof/profile?seconds=1&worker=2`)).status === 409,
+      "worker 2's profile to start",
+    );
+    process.kill(victim, 'SIGKILL');
+    const died = await dying;
+    expect(died.status).toBe(502);
+    expect(await died.text()).toMatch(/worker 2 exited \(signal SIGKILL\)/);
   }, 120_000);
 
   it('restarts a worker that dies, and leaves no worker behind when the primary is killed', async () => {
