@@ -120,7 +120,8 @@ struct listener {
   int kind; int fd; uint32_t lid; struct listener *next;
   int shared; /* one socket for every thread (EPOLLEXCLUSIVE), closed by the last to let go */
   int armed;  /* in this thread's epoll set with EPOLLIN (a shared socket leaves it while paused) */
-  struct pick *ring; uint32_t rhead, rcount, epoch, timeout_ms; /* picks for this thread's accepts */
+  /* picks for this thread's accepts: allocated on the first 'P', grown as Node's ring grows */
+  struct pick *ring; uint32_t rhead, rcount, rcap, epoch, timeout_ms;
 };
 struct cmd {
   uint8_t type, reset, shared;
@@ -720,7 +721,7 @@ static void on_accept(struct thread *t, struct listener *l) {
     if (l->rcount == 0) { frame_end(b, at); continue; }
     /* a pick made ahead: dial at once, no round trip through Node */
     struct pick *p = &l->ring[l->rhead];
-    l->rhead = (l->rhead + 1) % RING;
+    l->rhead = (l->rhead + 1) % l->rcap;
     l->rcount--;
     struct cmd m;
     memset(&m, 0, sizeof m);
@@ -739,6 +740,24 @@ static void on_accept(struct thread *t, struct listener *l) {
 
 /* ---- commands from the main thread ---- */
 
+/*
+ * Room for `n` picks in a listener's ring (at most RING): Node's ring for a thread starts with a
+ * few picks and doubles with use, so an idle listener's ring stays small. The picks held keep
+ * their order.
+ */
+static void ring_reserve(struct listener *l, uint32_t n) {
+  if (n > RING) n = RING;
+  if (n <= l->rcap) return;
+  uint32_t cap = l->rcap ? l->rcap : 4;
+  while (cap < n) cap *= 2;
+  struct pick *r = xrealloc(NULL, cap * sizeof *r);
+  for (uint32_t i = 0; i < l->rcount; i++) r[i] = l->ring[(l->rhead + i) % l->rcap];
+  free(l->ring);
+  l->ring = r;
+  l->rhead = 0;
+  l->rcap = cap;
+}
+
 static void run_cmd(struct thread *t, struct cmd *m) {
   if (m->type == 'L') {
     struct listener *l = calloc(1, sizeof *l);
@@ -754,12 +773,12 @@ static void run_cmd(struct thread *t, struct cmd *m) {
   if (m->type == 'P') {
     struct listener *l = t->listeners;
     while (l != NULL && l->lid != m->lid) l = l->next;
-    if (l != NULL && l->ring == NULL) l->ring = malloc(RING * sizeof *l->ring);
-    if (l != NULL && l->ring != NULL) {
+    if (l != NULL) {
       if (l->epoch != m->epoch) { l->epoch = m->epoch; l->rhead = l->rcount = 0; }
       l->timeout_ms = m->timeout_ms;
-      for (uint32_t i = 0; i < m->npicks && l->rcount < RING; i++, l->rcount++)
-        l->ring[(l->rhead + l->rcount) % RING] = m->picks[i];
+      ring_reserve(l, l->rcount + m->npicks);
+      for (uint32_t i = 0; i < m->npicks && l->rcount < l->rcap; i++, l->rcount++)
+        l->ring[(l->rhead + l->rcount) % l->rcap] = m->picks[i];
       size_t at = frame_begin(&t->out, 'p');
       put32(&t->out, m->lid);
       put8(&t->out, (uint8_t)t->index);
@@ -786,7 +805,7 @@ static void run_cmd(struct thread *t, struct cmd *m) {
       l->fd = -1;
       free(l->ring);
       l->ring = NULL;
-      l->rcount = 0;
+      l->rcount = l->rcap = 0;
       l->next = t->dead_listeners;
       t->dead_listeners = l;
       break;

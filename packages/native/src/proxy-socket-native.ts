@@ -47,7 +47,7 @@ import {
   type SocketSettings,
 } from './native-connection.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
-import { PicksAhead } from './picks-ahead.js';
+import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { type CloseHow, connThread, errnoName } from './relay-protocol.js';
 
 /** See the module comment. Made by {@link withNativeTcp}. */
@@ -317,7 +317,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
    * thread, the epoch whose picks it holds (an endpoint change has reached every thread once they
    * are equal); undefined when this socket takes the per-accept path.
    */
-  picksAhead(): { epoch: number; taken: readonly number[] } | undefined {
+  picksAhead(): PicksAheadState | undefined {
     return this.#ahead?.state();
   }
 

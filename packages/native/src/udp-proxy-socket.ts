@@ -28,7 +28,7 @@ import {
 } from '@userspace-proxy/core/sockets';
 import { errnoError, type NativeHelperError } from './errors.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
-import { PicksAhead } from './picks-ahead.js';
+import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
 import type { NativeUdpEngine, UdpEngineSocket } from './udp-engine.js';
 import { sessionThread, type UdpCloseReason, type UdpSessionTotals } from './udp-protocol.js';
@@ -200,7 +200,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
    * The fast path's state, for tests and diagnostics: the current epoch and, per helper thread, the
    * epoch whose picks it holds; undefined when every new session asks Node.
    */
-  picksAhead(): { epoch: number; taken: readonly number[] } | undefined {
+  picksAhead(): PicksAheadState | undefined {
     return this.#ahead?.state();
   }
 
