@@ -39,6 +39,11 @@ export interface PicksAheadState {
   readonly ring: readonly number[];
 }
 
+/** Endpoints parsed, shared by every listener (the parse depends on the text alone). */
+const TARGETS = new Map<string, Target | null>();
+/** Past this many endpoints the cache starts again: bounded, and large clusters still hit it. */
+const MAX_TARGETS = 16_384;
+
 /** See the module comment. */
 export class PicksAhead {
   readonly #engine: PicksEngine;
@@ -57,7 +62,6 @@ export class PicksAhead {
   #fed: boolean[] = [];
   #stopped = false;
   #lastRepick = Number.NEGATIVE_INFINITY;
-  readonly #targets = new Map<string, Target | null>();
 
   constructor(
     engine: PicksEngine,
@@ -69,6 +73,10 @@ export class PicksAhead {
     this.#listener = listener;
     this.#servicePort = servicePort;
     this.#lb = lb;
+    // Filled arrays (not grown by index): a few bytes per listener, 10 000 listeners in a cluster.
+    const threads = engine.helperThreads;
+    this.#taken = new Array<number>(threads).fill(0);
+    this.#cap = new Array<number>(threads).fill(FIRST_RING);
   }
 
   /** A new epoch: every thread's ring is replaced by fresh picks (none when there are no endpoints). */
@@ -122,7 +130,7 @@ export class PicksAhead {
   /** The helper died: its rings are gone; {@link refill} after it listens again. */
   reset(): void {
     this.#have = [];
-    this.#taken = [];
+    this.#taken = new Array<number>(this.#engine.helperThreads).fill(0);
   }
 
   /** The helper's 'p': `thread` holds epoch `epoch`'s picks. */
@@ -174,15 +182,15 @@ export class PicksAhead {
 
   /** "ip:port" as host and port; null for what the per-accept path would fail as invalid. */
   #target(endpoint: string): Target | null {
-    let t = this.#targets.get(endpoint);
+    let t = TARGETS.get(endpoint);
     if (t !== undefined) return t;
     const split = splitHostPort(endpoint);
     t =
       split === undefined || net.isIP(split.host) === 0 || split.port === 0
         ? null
         : { host: split.host, port: split.port };
-    if (this.#targets.size >= 1024) this.#targets.clear();
-    this.#targets.set(endpoint, t);
+    if (TARGETS.size >= MAX_TARGETS) TARGETS.clear();
+    TARGETS.set(endpoint, t);
     return t;
   }
 }
