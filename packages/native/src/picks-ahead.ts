@@ -5,9 +5,10 @@
  * affinity on core's round-robin balancer, whose picks do not depend on the client; topped up as
  * the helper reports the accepts that used them, replaced (a new epoch) when the endpoints change.
  *
- * A thread's ring starts with {@link FIRST_RING} picks and doubles (up to {@link PICK_RING}) each
- * time an accept finds it empty, so the 10 000 idle listeners of a large cluster cost a few picks
- * each, on both sides, while a busy listener's ring grows until its bursts fit.
+ * A thread's ring starts with {@link FIRST_RING} picks and doubles (up to {@link PICK_RING}) at each
+ * top-up and each time an accept finds it empty, so the 10 000 idle listeners of a large cluster
+ * cost a few picks each, on both sides, while a listener in use reaches the full ring within
+ * a few accepts (and then needs one 'P' per 16 accepts, not one per accept).
  */
 import net from 'node:net';
 import type { LoadBalancer, ServicePortName } from '@userspace-proxy/core';
@@ -35,7 +36,7 @@ export interface PicksAheadState {
   readonly epoch: number;
   /** Per helper thread, the epoch whose picks it holds ('p'). */
   readonly taken: readonly number[];
-  /** Per helper thread, the ring's size: {@link FIRST_RING}, doubled by each accept that found it empty. */
+  /** Per helper thread, the ring's size: {@link FIRST_RING}, doubled at each top-up and each miss. */
   readonly ring: readonly number[];
 }
 
@@ -56,7 +57,7 @@ export class PicksAhead {
   #have: number[] = [];
   /** Per thread, the epoch the helper said it holds ('p'). */
   #taken: number[] = [];
-  /** Per thread, the ring's size: {@link FIRST_RING}, doubled by each accept that found it empty. */
+  /** Per thread, the ring's size: {@link FIRST_RING}, doubled at each top-up and each miss. */
   #cap: number[] = [];
   /** Per thread, whether picks were sent in this epoch (a miss then means the ring ran dry). */
   #fed: boolean[] = [];
@@ -94,9 +95,15 @@ export class PicksAhead {
     if (this.#stopped || epoch !== this.#epoch) return;
     const have = Math.max(0, (this.#have[thread] ?? 1) - 1);
     this.#have[thread] = have;
-    const cap = this.#capOf(thread);
-    // Topped up every quarter (every pick for a small ring): a thread accepts up to 64 in one turn.
-    if (have <= cap - Math.max(1, cap / 4)) this.#send(thread, cap - have);
+    let cap = this.#capOf(thread);
+    // Topped up every quarter: a thread accepts up to 64 in one turn. A ring in use doubles at each
+    // top-up until it holds PICK_RING, so a busy listener soon needs a 'P' every 16 accepts only.
+    if (have > cap - Math.max(1, cap / 4)) return;
+    if (cap < PICK_RING) {
+      cap = Math.min(PICK_RING, cap * 2);
+      this.#cap[thread] = cap;
+    }
+    this.#send(thread, cap - have);
   }
 
   /**
