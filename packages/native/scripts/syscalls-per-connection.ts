@@ -15,9 +15,7 @@ import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createProxySocketFactory, RoundRobinLoadBalancer } from '@userspace-proxy/core';
-import { createServiceInfo, createSocketContext } from '@userspace-proxy/core/sockets';
-import { withNativeTcp } from '../src/index.js';
+import { openOneService } from './one-service.js';
 
 const arg = (flag: string, def: number): number => {
   const i = process.argv.indexOf(flag);
@@ -49,17 +47,7 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
   const bport = (backend.address() as net.AddressInfo).port;
-  const servicePort = { namespace: 'ns', name: 'echo', port: 'p', protocol: 'TCP' as const };
-  const lb = new RoundRobinLoadBalancer();
-  lb.newService(servicePort, AFFINITY, 0);
-  lb.onEndpointsAdd({
-    metadata: { namespace: 'ns', name: 'echo' },
-    subsets: [{ addresses: [{ ip: '127.0.0.1' }], ports: [{ name: 'p', port: bport }] }],
-  });
-  const f = withNativeTcp(createProxySocketFactory(), { threads: THREADS });
-  const ctx = createSocketContext({ loadBalancer: lb, protocol: 'TCP', ip: '127.0.0.1', servicePort });
-  const socket = await f(ctx);
-  const loop = socket.proxyLoop(createServiceInfo(ctx, { sessionAffinityType: AFFINITY }));
+  const { f, socket, close } = await openOneService(bport, AFFINITY, { threads: THREADS });
   const { address, port } = socket.addr();
   for (let i = 0; i < 200; i++) await once(port, address); // warm-up: rings grown, buffers made
   const pid = f.helperPid() as number;
@@ -90,7 +78,8 @@ async function main(): Promise<void> {
   const rows: [string, number][] = [];
   for (const line of text.split('\n')) {
     const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
-    if (m?.[1] !== undefined && m[2] !== undefined && m[2] !== "total") rows.push([m[2], Number(m[1])]);
+    if (m?.[1] !== undefined && m[2] !== undefined && m[2] !== 'total')
+      rows.push([m[2], Number(m[1])]);
   }
   rows.sort((a, b) => b[1] - a[1]);
   const dialsAhead = f.counters.dialsAhead - before.dialsAhead;
@@ -104,10 +93,7 @@ async function main(): Promise<void> {
     console.log(`${(calls / N).toFixed(2).padStart(7)}  ${name}`);
   }
   console.log(`${(total / N).toFixed(2).padStart(7)}  total per connection`);
-  ctx.abort();
-  await socket.close();
-  await loop;
-  await f.close();
+  await close();
   backend.close();
 }
 

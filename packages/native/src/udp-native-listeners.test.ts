@@ -2,18 +2,25 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import {
   createProxySocketFactory,
-  type Endpoints,
   type ProxySocket,
   RoundRobinLoadBalancer,
 } from '@userspace-proxy/core';
-import { createSocketContext, splitHostPort } from '@userspace-proxy/core/sockets';
+import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { describe, expect, it } from 'vitest';
 import { startUdpEchoServer } from '../../core/src/test-support/echo-servers.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { udpClient } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeUdpFactory, withNativeUdp } from './index.js';
-import { HAS_CC, picksSettled, proxyInTest, useCleanup } from './test-support/native-tests.js';
+import {
+  HAS_CC,
+  oneEndpoint,
+  PRLIMIT,
+  picksSettled,
+  proxyInTest,
+  randomLoopbackNet,
+  useCleanup,
+} from './test-support/native-tests.js';
 import type { NativeUdpProxySocket } from './udp-proxy-socket.js';
 
 /**
@@ -21,20 +28,9 @@ import type { NativeUdpProxySocket } from './udp-proxy-socket.js';
  * within a quarter of it; past it one socket, served by one thread, so a daemon with thousands of
  * UDP Services does not run out of descriptors before its first client.
  */
-const PRLIMIT = '/usr/bin/prlimit';
 const cleanup = useCleanup();
-
-const octet = (): number => 1 + Math.floor(Math.random() * 254);
-/** This file's own /24, so its many listeners never meet another file's. */
-const NET = `127.${octet()}.${octet()}.`;
-
-function endpointsOf(name: string, hostPort: string): Endpoints {
-  const { host, port } = splitHostPort(hostPort) ?? { host: hostPort, port: 0 };
-  return {
-    metadata: { namespace: 'ns', name },
-    subsets: [{ addresses: [{ ip: host }], ports: [{ name: 'dns', port }] }],
-  };
-}
+/** This file's own /24. */
+const NET = randomLoopbackNet();
 
 describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeUdpProxySocket listeners', () => {
   it('serves a listener from one thread past a quarter of the descriptor limit', async () => {
@@ -46,7 +42,7 @@ describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeUdpProxySocket listeners
     const open = async (i: number): Promise<NativeUdpProxySocket> => {
       const servicePort = { namespace: 'ns', name: `u${i}`, port: 'dns', protocol: 'UDP' as const };
       lb.newService(servicePort, 'None', 0);
-      lb.onEndpointsAdd(endpointsOf(`u${i}`, server.endpoint));
+      lb.onEndpointsAdd(oneEndpoint(`u${i}`, 'dns', server.endpoint));
       const ctx = createSocketContext({
         loadBalancer: lb,
         protocol: 'UDP',
