@@ -102,7 +102,10 @@ struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
  * switches to splice(2) through a pipe of its own. `inpipe` is what was read and not yet written:
  * in the pipe, or (copying) in `pend`, a copy made only when the receiver could not take it all.
  */
-struct dir { int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes; };
+struct dir {
+  int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes;
+  int unread; /* the source was not reported readable since it connected: no read until it is */
+};
 struct conn {
   struct side s[2]; /* 0 client, 1 endpoint */
   struct dir d[2];  /* 0 client->endpoint, 1 endpoint->client */
@@ -113,14 +116,17 @@ struct conn {
   int holding;   /* held by an accept policy ('O'): the client is read into d[0].pend until relaying */
   uint32_t hold_max;
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
+  struct conn *wnext; int rewatch; /* what epoll watches is set once, at the end of the turn */
 };
 /* An endpoint picked ahead by Node (sockaddr_in6 holds a sockaddr_in as well). */
 struct pick { struct sockaddr_in6 a; socklen_t len; };
 struct listener {
   int kind; int fd; uint32_t lid; struct listener *next;
+  uint32_t burst; uint64_t last_turn; /* accepts per event, grown while readable turn after turn */
   int shared; /* one socket for every thread (EPOLLEXCLUSIVE), closed by the last to let go */
   int armed;  /* in this thread's epoll set with EPOLLIN (a shared socket leaves it while paused) */
-  struct pick *ring; uint32_t rhead, rcount, epoch, timeout_ms; /* picks for this thread's accepts */
+  /* picks for this thread's accepts: allocated on the first 'P', grown as Node's ring grows */
+  struct pick *ring; uint32_t rhead, rcount, rcap, epoch, timeout_ms;
 };
 struct cmd {
   uint8_t type, reset, shared;
@@ -144,6 +150,8 @@ struct thread {
   struct listener *listeners;
   struct conn *relaying;
   struct conn *dead;         /* closed this turn, freed after it (later events may name them) */
+  struct conn *rewatch;      /* relaying connections whose epoll interest is set at the turn's end */
+  uint64_t turn;             /* event-loop turns so far */
   struct listener *dead_listeners;
   struct buf out;
   int paused; int64_t resume_ms; int backoff_ms;
@@ -396,7 +404,7 @@ static int pump(struct thread *t, struct conn *c, int i) {
       }
       return 0;
     }
-    if (drained) return 0;
+    if (drained || d->unread) return 0;
     ssize_t n;
     if (d->pr >= 0) {
       n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -442,13 +450,28 @@ static void relay(struct thread *t, struct conn *c) {
     }
   }
   if (c->d[0].shut && c->d[1].shut) { conn_close(t, c, HOW_DONE, 0, 0); return; }
-  for (int fdi = 0; fdi < 2; fdi++) {
-    /* fd fdi is the source of direction fdi and the destination of direction 1 - fdi */
-    struct dir *out = &c->d[fdi], *in = &c->d[1 - fdi];
-    uint32_t ev = 0;
-    if (!out->eof && out->inpipe == 0) ev |= EPOLLIN;
-    if (in->inpipe > 0) ev |= EPOLLOUT;
-    watch(t, &c->s[fdi], ev);
+  /*
+   * What epoll watches is set at the end of the turn (rewatch_all): a connection relayed twice in
+   * one turn (both sides reported), or closed later in it, makes one epoll_ctl or none.
+   */
+  if (!c->rewatch) { c->rewatch = 1; c->wnext = t->rewatch; t->rewatch = c; }
+}
+
+/* The epoll interest of every connection relayed this turn and still relaying. */
+static void rewatch_all(struct thread *t) {
+  while (t->rewatch != NULL) {
+    struct conn *c = t->rewatch;
+    t->rewatch = c->wnext;
+    c->rewatch = 0;
+    if (c->state != S_RELAY) continue;
+    for (int fdi = 0; fdi < 2; fdi++) {
+      /* fd fdi is the source of direction fdi and the destination of direction 1 - fdi */
+      struct dir *out = &c->d[fdi], *in = &c->d[1 - fdi];
+      uint32_t ev = 0;
+      if (!out->eof && out->inpipe == 0) ev |= EPOLLIN;
+      if (in->inpipe > 0) ev |= EPOLLOUT;
+      watch(t, &c->s[fdi], ev);
+    }
   }
 }
 
@@ -514,6 +537,8 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   }
   c->state = S_RELAY;
   c->holding = 0; /* what was held is d[0]'s pending bytes: written first, then its FIN if any */
+  /* A endpoint that just connected has rarely sent anything: it is read once epoll says so. */
+  c->d[1].unread = 1;
   c->last_ms = now_ms();
   c->next = t->relaying;
   if (t->relaying) t->relaying->prev = c;
@@ -683,8 +708,19 @@ static void resume_accepting(struct thread *t) {
   for (struct listener *x = t->listeners; x; x = x->next) arm_listener(t, x, 1);
 }
 
+/*
+ * Accepts up to l->burst connections. A listener readable in two turns running has a queue that
+ * outgrew one turn's accepts, and its burst doubles (up to ACCEPTS_PER_TURN); one that was not
+ * halves it. At one connection at a time that saves the accept4 that would only say EAGAIN; under
+ * load the thread still accepts until the queue is empty.
+ */
 static void on_accept(struct thread *t, struct listener *l) {
-  for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
+  uint32_t burst = l->burst ? l->burst : 1;
+  if (l->last_turn + 1 == t->turn) burst = burst * 2 < ACCEPTS_PER_TURN ? burst * 2 : ACCEPTS_PER_TURN;
+  else if (l->last_turn + 1 < t->turn && burst > 1) burst /= 2;
+  l->burst = burst;
+  l->last_turn = t->turn;
+  for (uint32_t k = 0; k < burst; k++) {
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
     int fd = accept4(l->fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -720,7 +756,7 @@ static void on_accept(struct thread *t, struct listener *l) {
     if (l->rcount == 0) { frame_end(b, at); continue; }
     /* a pick made ahead: dial at once, no round trip through Node */
     struct pick *p = &l->ring[l->rhead];
-    l->rhead = (l->rhead + 1) % RING;
+    l->rhead = (l->rhead + 1) % l->rcap;
     l->rcount--;
     struct cmd m;
     memset(&m, 0, sizeof m);
@@ -739,6 +775,24 @@ static void on_accept(struct thread *t, struct listener *l) {
 
 /* ---- commands from the main thread ---- */
 
+/*
+ * Room for `n` picks in a listener's ring (at most RING): Node's ring for a thread starts with a
+ * few picks and doubles with use, so an idle listener's ring stays small. The picks held keep
+ * their order.
+ */
+static void ring_reserve(struct listener *l, uint32_t n) {
+  if (n > RING) n = RING;
+  if (n <= l->rcap) return;
+  uint32_t cap = l->rcap ? l->rcap : 4;
+  while (cap < n) cap *= 2;
+  struct pick *r = xrealloc(NULL, cap * sizeof *r);
+  for (uint32_t i = 0; i < l->rcount; i++) r[i] = l->ring[(l->rhead + i) % l->rcap];
+  free(l->ring);
+  l->ring = r;
+  l->rhead = 0;
+  l->rcap = cap;
+}
+
 static void run_cmd(struct thread *t, struct cmd *m) {
   if (m->type == 'L') {
     struct listener *l = calloc(1, sizeof *l);
@@ -754,12 +808,12 @@ static void run_cmd(struct thread *t, struct cmd *m) {
   if (m->type == 'P') {
     struct listener *l = t->listeners;
     while (l != NULL && l->lid != m->lid) l = l->next;
-    if (l != NULL && l->ring == NULL) l->ring = malloc(RING * sizeof *l->ring);
-    if (l != NULL && l->ring != NULL) {
+    if (l != NULL) {
       if (l->epoch != m->epoch) { l->epoch = m->epoch; l->rhead = l->rcount = 0; }
       l->timeout_ms = m->timeout_ms;
-      for (uint32_t i = 0; i < m->npicks && l->rcount < RING; i++, l->rcount++)
-        l->ring[(l->rhead + l->rcount) % RING] = m->picks[i];
+      ring_reserve(l, l->rcount + m->npicks);
+      for (uint32_t i = 0; i < m->npicks && l->rcount < l->rcap; i++, l->rcount++)
+        l->ring[(l->rhead + l->rcount) % l->rcap] = m->picks[i];
       size_t at = frame_begin(&t->out, 'p');
       put32(&t->out, m->lid);
       put8(&t->out, (uint8_t)t->index);
@@ -786,7 +840,7 @@ static void run_cmd(struct thread *t, struct cmd *m) {
       l->fd = -1;
       free(l->ring);
       l->ring = NULL;
-      l->rcount = 0;
+      l->rcount = l->rcap = 0;
       l->next = t->dead_listeners;
       t->dead_listeners = l;
       break;
@@ -924,6 +978,7 @@ static void *loop(void *arg) {
     if (wait < 0) wait = 0;
     int n = epoll_wait(t->ep, evs, MAX_EVENTS, (int)wait);
     if (n < 0 && errno != EINTR) die("epoll_wait");
+    t->turn++;
     /*
      * Sockets first, commands last: an event names a descriptor as it was when epoll_wait
      * returned, and a command (a cancel, then a new dial) could put another descriptor on the
@@ -949,8 +1004,10 @@ static void *loop(void *arg) {
         socklen_t len = sizeof err;
         if ((evs[i].events & EPOLLERR) && getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
           conn_close(t, c, s->index == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET, s->index == 1, s->index == 0);
-        else
+        else {
+          if (s->index == 1) c->d[1].unread = 0;
           relay(t, c);
+        }
       } else {
         watch(t, s, 0);
       }
@@ -964,6 +1021,7 @@ static void *loop(void *arg) {
     if (t->paused && now >= t->resume_ms) resume_accepting(t);
     if (t->hlen > 0 && t->heap[0].at <= now) expire_dials(t, now);
     if (now >= next_sweep) { sweep(t, now); next_sweep = now + 1000; }
+    rewatch_all(t);
     flush(&t->out);
     while (t->dead) { struct conn *c = t->dead; t->dead = c->next; free(c); }
     while (t->dead_listeners) { struct listener *l = t->dead_listeners; t->dead_listeners = l->next; free(l); }

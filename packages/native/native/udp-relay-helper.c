@@ -52,6 +52,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,8 +112,9 @@ struct tlistener {
   struct glistener *g;
   struct tlistener *next;
   uint32_t epoch;
-  struct pick ring[RING];
-  int rhead, rcount;
+  /* picks for new sessions: allocated on the first 'P', grown as Node's ring grows (at most RING) */
+  struct pick *ring;
+  int rhead, rcount, rcap;
   uint32_t drop_cap, drop_queue;
 };
 
@@ -182,10 +184,30 @@ static pthread_mutex_t outmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t glmu = PTHREAD_MUTEX_INITIALIZER;
 static struct glistener **gls;
 static size_t ngls, capgls;
+static int listener_fds; /* listener sockets open, every thread's (atomic) */
+static int next_single;  /* the thread of the next listener served by one thread (main thread only) */
 
 static void die(const char *what) {
   fprintf(stderr, "udp-relay-helper: %s: %s\n", what, strerror(errno));
   exit(1);
+}
+
+/*
+ * Room for `n` picks in a listener's ring (at most RING): Node's ring for a thread starts with a
+ * few picks and doubles with use, so an idle listener's ring stays small. The picks keep their order.
+ */
+static void ring_reserve(struct tlistener *l, int n) {
+  if (n > RING) n = RING;
+  if (n <= l->rcap) return;
+  int cap = l->rcap ? l->rcap : 4;
+  while (cap < n) cap *= 2;
+  struct pick *r = malloc((size_t)cap * sizeof *r);
+  if (r == NULL) die("out of memory");
+  for (int i = 0; i < l->rcount; i++) r[i] = l->ring[(l->rhead + i) % l->rcap];
+  free(l->ring);
+  l->ring = r;
+  l->rhead = 0;
+  l->rcap = cap;
 }
 
 static uint64_t now_ms(void) {
@@ -606,7 +628,7 @@ static struct session *sess_new(struct thread *t, struct tlistener *l, const add
   size_t alen = addr_text(from, text, &cport);
   if (l->rcount > 0) {
     struct pick *pk = &l->ring[l->rhead];
-    l->rhead = (l->rhead + 1) % RING;
+    l->rhead = (l->rhead + 1) % l->rcap;
     l->rcount--;
     size_t elen = strlen(pk->text);
     unsigned char *p = frame(t, 'o', 8 + 4 + 4 + 2 + 1 + alen + 2 + 1 + elen);
@@ -826,6 +848,7 @@ static void thread_cmd(struct thread *t, const unsigned char *b, uint32_t len) {
       l->dead = 1;
       if (close(l->fd) != 0) { /* gone either way */
       }
+      __atomic_sub_fetch(&listener_fds, 1, __ATOMIC_RELAXED);
       l->fd = -1;
       flush_out(t); /* the sessions' 'c' before the 'x' */
       release_glistener(l->g);
@@ -834,14 +857,23 @@ static void thread_cmd(struct thread *t, const unsigned char *b, uint32_t len) {
     case 'P': {
       if (n < 11) return;
       struct tlistener *l = find_listener(t, rd32(p));
-      if (l == NULL) return;
       uint32_t epoch = rd32(p + 5);
+      if (l == NULL) {
+        /* Not this thread's (a listener served by one thread, see per_thread_sockets): the picks
+         * are dropped, and acknowledged so Node knows no thread holds an older epoch's. */
+        unsigned char *o = frame(t, 'p', 9);
+        memcpy(o, p, 4);
+        o[4] = (unsigned char)t->idx;
+        wr32(o + 5, epoch);
+        return;
+      }
       uint16_t count = rd16(p + 9);
       if (epoch != l->epoch) {
         l->epoch = epoch;
         l->rhead = 0;
         l->rcount = 0;
       }
+      ring_reserve(l, l->rcount + count);
       uint32_t at = 11;
       for (uint16_t i = 0; i < count; i++) {
         if (at + 3 > n) break;
@@ -852,8 +884,8 @@ static void thread_cmd(struct thread *t, const unsigned char *b, uint32_t len) {
         memcpy(text, p + at + 3, alen);
         text[alen] = 0;
         at += 3u + alen;
-        if (l->rcount >= RING) continue;
-        struct pick *pk = &l->ring[(l->rhead + l->rcount) % RING];
+        if (l->rcount >= l->rcap) continue;
+        struct pick *pk = &l->ring[(l->rhead + l->rcount) % l->rcap];
         if (parse_addr(text, port, &pk->addr, &pk->alen) != 0 || port == 0) continue;
         memcpy(pk->text, text, (size_t)alen + 1);
         pk->port = port;
@@ -1020,6 +1052,7 @@ static void *thread_main(void *arg) {
       if ((*pp)->dead) {
         struct tlistener *l = *pp;
         *pp = l->next;
+        free(l->ring);
         free(l);
       } else {
         pp = &(*pp)->next;
@@ -1053,6 +1086,19 @@ static int bind_one(const addr_t *a, socklen_t alen, uint32_t rcvbuf, int *out) 
   }
   *out = fd;
   return 0;
+}
+
+/*
+ * A socket per thread while listener sockets stay within a quarter of the descriptor limit (the
+ * rest is for sessions: one socket each). Past it a listener gets one socket, served by one thread
+ * (the threads take such listeners in turn): a UDP socket shared by several threads would split a
+ * client's datagrams over them, and a session's upstream socket must stay with one thread.
+ */
+static int per_thread_sockets(void) {
+  if (nthreads < 2) return 1;
+  struct rlimit rl;
+  long limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 1L << 20;
+  return __atomic_load_n(&listener_fds, __ATOMIC_RELAXED) + nthreads <= limit / 4;
 }
 
 static void answer_listen(uint32_t id, int err, uint16_t port) {
@@ -1143,7 +1189,9 @@ static void cmd_listen(const unsigned char *p, uint32_t n) {
   }
   int fds[MAX_THREADS];
   int e = 0, made = 0;
-  for (int i = 0; i < nthreads; i++) {
+  int want = per_thread_sockets() ? nthreads : 1;
+  int single = want == 1 && nthreads > 1 ? next_single++ % nthreads : -1;
+  for (int i = 0; i < want; i++) {
     e = bind_one(&a, len, rcvbuf, &fds[i]);
     if (e != 0) break;
     made++;
@@ -1164,7 +1212,7 @@ static void cmd_listen(const unsigned char *p, uint32_t n) {
   g->max_sessions = maxs;
   g->max_per_source = maxsrc;
   g->session_buf = sbuf > 0x3fffffff ? 0x3fffffff : sbuf;
-  g->refs = nthreads;
+  g->refs = want;
   if (pthread_mutex_init(&g->mu, NULL) != 0) die("mutex");
   if (pthread_mutex_lock(&glmu) != 0) die("lock");
   if (ngls == capgls) {
@@ -1175,12 +1223,13 @@ static void cmd_listen(const unsigned char *p, uint32_t n) {
   }
   gls[ngls++] = g;
   if (pthread_mutex_unlock(&glmu) != 0) die("unlock");
-  for (int i = 0; i < nthreads; i++) {
+  __atomic_add_fetch(&listener_fds, want, __ATOMIC_RELAXED);
+  for (int i = 0; i < want; i++) {
     unsigned char body[1 + sizeof(g) + sizeof(int)];
     body[0] = 'a';
     memcpy(body + 1, &g, sizeof(g));
     memcpy(body + 1 + sizeof(g), &fds[i], sizeof(int));
-    post(i, body, sizeof(body));
+    post(single >= 0 ? single : i, body, sizeof(body));
   }
   answer_listen(id, 0, port);
 }
@@ -1228,6 +1277,12 @@ int main(int argc, char **argv) {
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
   if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) die("signal");
+  /* a session holds a socket, a listener one per thread: ask for the hard limit, as the TCP helper */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
   for (int i = 0; i < nthreads; i++) {
     struct thread *t = &threads[i];
     t->idx = i;

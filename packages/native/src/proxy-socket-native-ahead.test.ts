@@ -15,7 +15,9 @@ import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
+import { FIRST_RING } from './picks-ahead.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
+import { PICK_RING } from './relay-protocol.js';
 import {
   HAS_CC,
   picksSettled,
@@ -48,6 +50,12 @@ function endpointsOf(list: string[]): Endpoints {
 
 async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', late = false) {
   const lb = new RoundRobinLoadBalancer({ outlierEjection: { consecutiveFailures: 0 } });
+  const drawn = { picks: 0 };
+  const next = lb.nextEndpoint.bind(lb);
+  lb.nextEndpoint = (...args) => {
+    drawn.picks++;
+    return next(...args);
+  };
   let current = endpointsOf(first);
   const learn = (): void => {
     lb.newService(servicePort, affinity, 0);
@@ -80,7 +88,7 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', la
     c.end('hi');
     return (await done).data.toString();
   };
-  return { f, socket, settled, change, hello, learn };
+  return { f, socket, settled, change, hello, learn, drawn };
 }
 
 function recordOpens(): ConnectionOpenMessage[] {
@@ -151,6 +159,35 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     // The first accept of each thread (two threads) went the per-accept way and refilled its ring.
     expect(f.counters.dialsAsked).toBeLessThanOrEqual(2);
     expect(f.counters.dialsAhead).toBe(20 - f.counters.dialsAsked);
+  });
+
+  it('gives a listener that never accepts a small ring on each thread', async () => {
+    const a = await backend();
+    const b = await backend();
+    const { socket, settled, drawn } = await setup([a.endpoint, b.endpoint]);
+    await waitFor(settled, 5000);
+    expect(socket.picksAhead()?.ring).toEqual([FIRST_RING, FIRST_RING]);
+    // Two threads, a few picks each: not a full ring of PICK_RING per thread.
+    expect(drawn.picks).toBe(2 * FIRST_RING);
+  });
+
+  it('grows a ring that a burst of accepts empties, up to PICK_RING', async () => {
+    const a = await backend();
+    const b = await backend();
+    const { f, socket, settled, hello } = await setup([a.endpoint, b.endpoint]);
+    await waitFor(settled, 5000);
+    const burst = async (): Promise<void> => {
+      const all = await Promise.all(Array.from({ length: 96 }, () => hello()));
+      expect(all.every((r) => r === 'hi')).toBe(true);
+    };
+    await burst();
+    const ring = socket.picksAhead()?.ring ?? [];
+    expect(Math.max(...ring)).toBeGreaterThan(FIRST_RING);
+    expect(Math.max(...ring)).toBeLessThanOrEqual(PICK_RING);
+    expect(a.accepted + b.accepted).toBe(96);
+    // The misses went the per-accept way, counted as asked dials; the rest were dialled ahead.
+    expect(f.counters.dialsAhead + f.counters.dialsAsked).toBe(96);
+    expect(f.counters.dialsAhead).toBeGreaterThan(0);
   });
 
   it('keeps session affinity on the per-accept path: sticky, no picks ahead', async () => {

@@ -1,41 +1,29 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import {
-  createProxySocketFactory,
-  type Endpoints,
-  RoundRobinLoadBalancer,
-} from '@userspace-proxy/core';
-import {
-  createServiceInfo,
-  createSocketContext,
-  splitHostPort,
-} from '@userspace-proxy/core/sockets';
+import { createProxySocketFactory, RoundRobinLoadBalancer } from '@userspace-proxy/core';
+import { createServiceInfo, createSocketContext } from '@userspace-proxy/core/sockets';
 import { describe, expect, it } from 'vitest';
 import { startTcpServer } from '../../core/src/test-support/echo-servers.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import type { NativeTcpProxySocket } from './proxy-socket-native.js';
-import { HAS_CC, proxyInTest, useCleanup } from './test-support/native-tests.js';
+import {
+  HAS_CC,
+  oneEndpoint,
+  PRLIMIT,
+  proxyInTest,
+  randomLoopbackNet,
+  useCleanup,
+} from './test-support/native-tests.js';
 
 /**
  * Listening sockets against the descriptor limit: a socket per helper thread while they stay
  * within a quarter of it, one socket shared by every thread past it, so a daemon with thousands
  * of Services does not run out of descriptors before its first client.
  */
-const PRLIMIT = '/usr/bin/prlimit';
 const cleanup = useCleanup();
-
-const octet = (): number => 1 + Math.floor(Math.random() * 254);
-/** This file's own /24, so its many listeners never meet another file's. */
-const NET = `127.${octet()}.${octet()}.`;
-
-function endpointsOf(name: string, hostPort: string): Endpoints {
-  const { host, port } = splitHostPort(hostPort) ?? { host: hostPort, port: 0 };
-  return {
-    metadata: { namespace: 'ns', name },
-    subsets: [{ addresses: [{ ip: host }], ports: [{ name: 'http', port }] }],
-  };
-}
+/** This file's own /24. */
+const NET = randomLoopbackNet();
 
 describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeTcpProxySocket listeners', () => {
   it('shares one socket among the threads past a quarter of the descriptor limit', async () => {
@@ -52,7 +40,7 @@ describe.skipIf(!HAS_CC || !existsSync(PRLIMIT))('NativeTcpProxySocket listeners
         protocol: 'TCP' as const,
       };
       lb.newService(servicePort, 'None', 0);
-      lb.onEndpointsAdd(endpointsOf(`s${i}`, server.endpoint));
+      lb.onEndpointsAdd(oneEndpoint(`s${i}`, 'http', server.endpoint));
       const ctx = createSocketContext({
         loadBalancer: lb,
         protocol: 'TCP',

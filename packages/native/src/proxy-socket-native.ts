@@ -47,7 +47,7 @@ import {
   type SocketSettings,
 } from './native-connection.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
-import { PicksAhead } from './picks-ahead.js';
+import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { type CloseHow, connThread, errnoName } from './relay-protocol.js';
 
 /** See the module comment. Made by {@link withNativeTcp}. */
@@ -89,23 +89,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
         'the helper writes no PROXY header; serve this Service with the default TCP socket',
       );
     }
-    const holder: { socket?: NativeTcpProxySocket } = {};
     // The engine routes accepts to the socket as soon as it listens: a forwarder until it exists.
-    const early: NativeConnection[] = [];
-    const forwarder: EngineSocket = {
-      onAccepted: (c) => (holder.socket ? holder.socket.onAccepted(c) : early.push(c)),
-      onClosed: (c, how) => holder.socket?.onClosed(c, how),
-      onRefusedAtCap: () => holder.socket?.onRefusedAtCap(),
-      onAcceptError: (e) => holder.socket?.onAcceptError(e),
-      onHelperExit: (e) => holder.socket?.onHelperExit(e),
-      onRelisten: (e) => holder.socket?.onRelisten(e),
-      onPickDialed: (c, errno) => holder.socket?.onPickDialed(c, errno),
-      onPicksTaken: (t, epoch) => holder.socket?.onPicksTaken(t, epoch),
-      // Accepts wait in `early` until the socket exists: a policy sees none before then.
-      handOver: (c) => holder.socket?.handOver(c),
-      refuseConnection: (c, reason) => holder.socket?.refuseConnection(c, reason),
-      logger: ctx.logger,
-    };
+    const forwarder = new SocketForwarder(ctx.logger);
     const { address, r } = await listenAnyFamily(ctx, (a) =>
       engine.listen(forwarder, a, ctx.port, backlog, ctx.logger),
     );
@@ -115,12 +100,14 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
         policy = acceptPolicy(ctx);
       } catch (error) {
         await engine.closeListener(r.listener);
-        for (const c of early) engine.closeConnection(c, 'fin');
+        for (const c of forwarder.early ?? []) engine.closeConnection(c, 'fin');
         throw error;
       }
     }
     const socket = new NativeTcpProxySocket(ctx, engine, r.listener, address, r.port, opts, policy);
-    holder.socket = socket;
+    forwarder.socket = socket;
+    const early = forwarder.early ?? [];
+    forwarder.early = undefined;
     for (const c of early) socket.onAccepted(c);
     return socket;
   }
@@ -317,7 +304,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
    * thread, the epoch whose picks it holds (an endpoint change has reached every thread once they
    * are equal); undefined when this socket takes the per-accept path.
    */
-  picksAhead(): { epoch: number; taken: readonly number[] } | undefined {
+  picksAhead(): PicksAheadState | undefined {
     return this.#ahead?.state();
   }
 
@@ -456,5 +443,53 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
 
   #checkIdle(): void {
     this.#drain.check(this.#closed && this.#active === 0);
+  }
+}
+
+/**
+ * What the engine calls for one listener: the socket once it exists; until then accepts wait in
+ * `early` (an accept policy sees none before the socket exists). A class, so its methods are
+ * shared: a daemon with 10 000 listeners holds no closures per listener.
+ */
+class SocketForwarder implements EngineSocket {
+  socket: NativeTcpProxySocket | undefined;
+  early: NativeConnection[] | undefined;
+  readonly logger: Logger;
+
+  constructor(logger: Logger) {
+    this.logger = logger;
+  }
+
+  onAccepted(c: NativeConnection): void {
+    if (this.socket !== undefined) this.socket.onAccepted(c);
+    else if (this.early !== undefined) this.early.push(c);
+    else this.early = [c];
+  }
+  onClosed(c: NativeConnection, how: CloseHow): void {
+    this.socket?.onClosed(c, how);
+  }
+  onRefusedAtCap(): void {
+    this.socket?.onRefusedAtCap();
+  }
+  onAcceptError(e: NodeJS.ErrnoException): void {
+    this.socket?.onAcceptError(e);
+  }
+  onHelperExit(e: NativeHelperError): void {
+    this.socket?.onHelperExit(e);
+  }
+  onRelisten(e: unknown): void {
+    this.socket?.onRelisten(e);
+  }
+  onPickDialed(c: NativeConnection, errno: number): void {
+    this.socket?.onPickDialed(c, errno);
+  }
+  onPicksTaken(thread: number, epoch: number): void {
+    this.socket?.onPicksTaken(thread, epoch);
+  }
+  handOver(c: NativeConnection): void {
+    this.socket?.handOver(c);
+  }
+  refuseConnection(c: NativeConnection, reason: string): void {
+    this.socket?.refuseConnection(c, reason);
   }
 }

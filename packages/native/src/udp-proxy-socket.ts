@@ -28,7 +28,7 @@ import {
 } from '@userspace-proxy/core/sockets';
 import { errnoError, type NativeHelperError } from './errors.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
-import { PicksAhead } from './picks-ahead.js';
+import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
 import type { NativeUdpEngine, UdpEngineSocket } from './udp-engine.js';
 import { sessionThread, type UdpCloseReason, type UdpSessionTotals } from './udp-protocol.js';
@@ -92,21 +92,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     engine: NativeUdpEngine,
     settings: UdpSocketSettings,
   ): Promise<NativeUdpProxySocket> {
-    const holder: { socket?: NativeUdpProxySocket } = {};
-    const early: { session: number; address: string; port: number }[] = [];
-    const forwarder: UdpEngineSocket = {
-      onAsked: (s, a, p) => {
-        if (holder.socket) holder.socket.onAsked(s, a, p);
-        else if (early.length < MAX_EARLY_ASKS) early.push({ session: s, address: a, port: p });
-        else engine.verdict(s, undefined);
-      },
-      onOpened: (s, e, a, p, ep) => holder.socket?.onOpened(s, e, a, p, ep),
-      onClosed: (s, t, r, e) => holder.socket?.onClosed(s, t, r, e),
-      onDropped: (c, q) => holder.socket?.onDropped(c, q),
-      onPicksTaken: (t, e) => holder.socket?.onPicksTaken(t, e),
-      onHelperExit: (e) => holder.socket?.onHelperExit(e),
-      onRelisten: (e) => holder.socket?.onRelisten(e),
-    };
+    const forwarder = new UdpSocketForwarder(engine);
     const spec = (address: string) => ({
       address,
       port: ctx.port,
@@ -120,8 +106,9 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
       engine.listen(forwarder, spec(a), ctx.logger),
     );
     const socket = new NativeUdpProxySocket(ctx, engine, r.listener, address, r.port, settings);
-    holder.socket = socket;
-    socket.#early = early;
+    forwarder.socket = socket;
+    socket.#early = forwarder.early;
+    forwarder.early = [];
     return socket;
   }
 
@@ -200,7 +187,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
    * The fast path's state, for tests and diagnostics: the current epoch and, per helper thread, the
    * epoch whose picks it holds; undefined when every new session asks Node.
    */
-  picksAhead(): { epoch: number; taken: readonly number[] } | undefined {
+  picksAhead(): PicksAheadState | undefined {
     return this.#ahead?.state();
   }
 
@@ -421,5 +408,44 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
 
   #checkIdle(): void {
     this.#drain.check(this.#closed && this.#sessions.size === 0);
+  }
+}
+
+/**
+ * What the engine calls for one listener: the socket once it exists; until then new clients wait
+ * in `early` (bounded; past it they are refused). A class, so its methods are shared: thousands of
+ * listeners hold no closures each.
+ */
+class UdpSocketForwarder implements UdpEngineSocket {
+  socket: NativeUdpProxySocket | undefined;
+  early: { session: number; address: string; port: number }[] = [];
+  readonly #engine: NativeUdpEngine;
+
+  constructor(engine: NativeUdpEngine) {
+    this.#engine = engine;
+  }
+
+  onAsked(session: number, address: string, port: number): void {
+    if (this.socket !== undefined) this.socket.onAsked(session, address, port);
+    else if (this.early.length < MAX_EARLY_ASKS) this.early.push({ session, address, port });
+    else this.#engine.verdict(session, undefined);
+  }
+  onOpened(session: number, epoch: number, address: string, port: number, endpoint: string): void {
+    this.socket?.onOpened(session, epoch, address, port, endpoint);
+  }
+  onClosed(session: number, totals: UdpSessionTotals, reason: UdpCloseReason, errno: number): void {
+    this.socket?.onClosed(session, totals, reason, errno);
+  }
+  onDropped(atCap: number, queueFull: number): void {
+    this.socket?.onDropped(atCap, queueFull);
+  }
+  onPicksTaken(thread: number, epoch: number): void {
+    this.socket?.onPicksTaken(thread, epoch);
+  }
+  onHelperExit(error: NativeHelperError): void {
+    this.socket?.onHelperExit(error);
+  }
+  onRelisten(error: unknown): void {
+    this.socket?.onRelisten(error);
   }
 }

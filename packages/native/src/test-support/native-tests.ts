@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import {
   type EndpointSlice,
+  type Endpoints,
   newCustomProxier,
   type Proxier,
   type ProxySocket,
@@ -13,6 +14,7 @@ import {
   type Service,
   type ServiceInfo,
 } from '@userspace-proxy/core';
+import { splitHostPort } from '@userspace-proxy/core/sockets';
 import { afterEach } from 'vitest';
 
 /** The helpers are compiled with the system C compiler (.ci/run installs gcc); without one tests skip. */
@@ -25,6 +27,24 @@ export function useCleanup(): Array<() => unknown> {
     for (const f of cleanup.splice(0).reverse()) await f();
   });
   return cleanup;
+}
+
+/** Where `prlimit` is: the descriptor-limit tests skip without it. */
+export const PRLIMIT = '/usr/bin/prlimit';
+
+/** A random 127.x.y. prefix: a test file's own /24, so its many listeners never meet another's. */
+export function randomLoopbackNet(): string {
+  const r = (): number => 1 + Math.floor(Math.random() * 254);
+  return `127.${r()}.${r()}.`;
+}
+
+/** Core's Endpoints of Service `name` in namespace `ns`: one address and port, named `portName`. */
+export function oneEndpoint(name: string, portName: string, hostPort: string): Endpoints {
+  const { host, port } = splitHostPort(hostPort) ?? { host: hostPort, port: 0 };
+  return {
+    metadata: { namespace: 'ns', name },
+    subsets: [{ addresses: [{ ip: host }], ports: [{ name: portName, port }] }],
+  };
 }
 
 /** A random 127.x.y.z address. */
