@@ -70,6 +70,29 @@ describe('ProxierSocketContext', () => {
     expect(other).toHaveLength(2);
   });
 
+  it('subscribes without making a signal (the native sockets subscribe on every listener)', () => {
+    const { context, changed } = make();
+    const Original = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Original {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      const heard: EndpointsChange[] = [];
+      context.onEndpointsChanged((c) => heard.push(c));
+      changed();
+      context.abort();
+      changed();
+      expect(heard).toHaveLength(1);
+      expect(made).toBe(0);
+    } finally {
+      globalThis.AbortController = Original;
+    }
+  });
+
   it('has allowedSources only when some were given', () => {
     expect('allowedSources' in make().context).toBe(false);
     expect('allowedSources' in make([]).context).toBe(false);

@@ -22,7 +22,9 @@ export interface ProxierSocketContextInit {
  * The context the Proxier hands each proxy socket it opens: one per listener, so it is made to be
  * small. Its `signal` (an `AbortController` with its `EventTarget` and two Maps, about 700 bytes)
  * is made on first read, since the default sockets never read it: a context that was aborted before
- * anyone asked returns a signal that is already aborted. `signal` and `onEndpointsChanged` are on
+ * anyone asked returns a signal that is already aborted. A subscription to `onEndpointsChanged` does
+ * not make it either (the native sockets subscribe on every listener): the context keeps the
+ * unsubscribe functions and calls them in `abort`. `signal` and `onEndpointsChanged` are on
  * the prototype, not own properties: a context derived by spreading (`{ ...context }`) loses them,
  * so derive one with `Object.create(context)` or by naming the members (docs/api.md).
  */
@@ -37,6 +39,8 @@ export class ProxierSocketContext implements ProxySocketContext {
   declare readonly allowedSources?: readonly string[];
   readonly #notifier: EndpointsNotifier;
   #controller: AbortController | undefined;
+  /** The `onEndpointsChanged` subscriptions, ended by {@link abort} (made on first subscribe). */
+  #unsubscribes: (() => void)[] | undefined;
   #aborted = false;
 
   constructor(init: ProxierSocketContextInit) {
@@ -64,12 +68,22 @@ export class ProxierSocketContext implements ProxySocketContext {
 
   /** ProxySocketContext: subscribes until the returned function is called or `signal` aborts. */
   onEndpointsChanged(listener: EndpointsChangedListener): () => void {
-    return this.#notifier.subscribe(this.servicePort, listener, this.signal);
+    if (this.#aborted) return () => {};
+    const unsubscribe = this.#notifier.subscribe(this.servicePort, listener);
+    if (this.#unsubscribes === undefined) this.#unsubscribes = [unsubscribe];
+    else this.#unsubscribes.push(unsubscribe);
+    return unsubscribe;
   }
 
-  /** Aborts `signal` (idempotent); the Proxier calls it right before closing the socket. */
+  /**
+   * Aborts `signal` and ends the endpoint subscriptions (idempotent); the Proxier calls it right
+   * before closing the socket.
+   */
   abort(): void {
     this.#aborted = true;
     this.#controller?.abort();
+    const unsubscribes = this.#unsubscribes;
+    this.#unsubscribes = undefined;
+    if (unsubscribes !== undefined) for (const unsubscribe of unsubscribes) unsubscribe();
   }
 }
