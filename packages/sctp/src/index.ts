@@ -66,6 +66,19 @@ export {
   SctpRawIpv4OnlyError,
 } from './transport-raw.js';
 export {
+  nodeUdpSockets,
+  type UdpSocketEvents,
+  type UdpSocketHandle,
+  type UdpSocketProvider,
+} from './transport-udp.js';
+export {
+  buildUdpHelper,
+  HelperUdpSockets,
+  SctpUdpHelperError,
+  type UdpHelperCounters,
+  type UdpHelperOptions,
+} from './transport-udp-helper.js';
+export {
   buildRawHelper,
   type RawHelperCounters,
   type RawHelperOptions,
