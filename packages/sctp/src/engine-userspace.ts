@@ -5,7 +5,7 @@
  */
 import { isIPv6 } from 'node:net';
 import type { Association } from './association.js';
-import type { SctpEndpoint } from './endpoint.js';
+import type { SctpEndpoint, SctpEndpointCounters } from './endpoint.js';
 import { random32 } from './endpoint.js';
 import {
   DEFAULT_ENCAPSULATION_PORT,
@@ -100,6 +100,17 @@ export class UserspaceSctpEngine implements SctpEngine {
   /** The running UDP helper's process id (its CPU time is the engine's too), else undefined. */
   get udpHelperPid(): number | undefined {
     return this.sockets instanceof HelperUdpSockets ? this.sockets.pid : undefined;
+  }
+
+  /** Each open UDP endpoint's counters (the guard's refusals per reason, contained exceptions, ...). */
+  async endpointCounters(): Promise<
+    Array<{ address: string; port: number; counters: SctpEndpointCounters }>
+  > {
+    return (await this.pool.all()).map((ep) => ({
+      address: ep.localAddress,
+      port: ep.localEncapsulationPort,
+      counters: ep.counters,
+    }));
   }
 
   /**
