@@ -69,6 +69,7 @@ export {
   nodeUdpSockets,
   type UdpSocketEvents,
   type UdpSocketHandle,
+  type UdpSocketOpenOptions,
   type UdpSocketProvider,
 } from './transport-udp.js';
 export {

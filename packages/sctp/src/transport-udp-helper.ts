@@ -21,7 +21,13 @@ import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { buildNativeHelper } from '@userspace-proxy/core/sockets';
 import { SctpError } from './errors.js';
-import type { UdpSocketEvents, UdpSocketHandle, UdpSocketProvider } from './transport-udp.js';
+import { errnoName } from './transport-raw-helper.js';
+import type {
+  UdpSocketEvents,
+  UdpSocketHandle,
+  UdpSocketOpenOptions,
+  UdpSocketProvider,
+} from './transport-udp.js';
 
 /** The UDP helper could not be built, started, or answered wrongly: `detail` says which and the fix. */
 export class SctpUdpHelperError extends SctpError {
@@ -75,11 +81,6 @@ const MAX_RESTART_DELAY_MS = 5000;
 const OUT_CHUNK = 256 * 1024;
 /** The largest frame the helper accepts (its MAX_FRAME): a datagram of up to 65 536 bytes. */
 const MAX_FRAME = 65536 + 64;
-
-function errnoName(n: number): string {
-  for (const [name, v] of Object.entries(constants.errno)) if (v === n) return name;
-  return `errno ${n}`;
-}
 
 /**
  * Compiles the helper once per source version (core's {@link buildNativeHelper}); a missing
@@ -454,15 +455,7 @@ export class HelperUdpSockets implements UdpSocketProvider {
     return h;
   }
 
-  async open(
-    o: {
-      readonly address: string;
-      readonly port: number;
-      readonly connect?: { readonly address: string; readonly port: number };
-      readonly bufferBytes: number;
-    },
-    events: UdpSocketEvents,
-  ): Promise<UdpSocketHandle> {
+  async open(o: UdpSocketOpenOptions, events: UdpSocketEvents): Promise<UdpSocketHandle> {
     const h = await this.ensure();
     const s = new HelperSocket(this, o.address, o.port, o.connect, o.bufferBytes, events);
     const r = await h.bind(s, o.port);

@@ -26,6 +26,17 @@ export interface UdpSocketHandle extends DatagramSocket {
   readonly port: number;
 }
 
+/** What {@link UdpSocketProvider.open} binds. */
+export interface UdpSocketOpenOptions {
+  readonly address: string;
+  /** 0: any free port. */
+  readonly port: number;
+  /** Connects the socket to this peer (sends then go to it only). */
+  readonly connect?: { readonly address: string; readonly port: number };
+  /** SO_RCVBUF / SO_SNDBUF asked, bytes; 0: the kernel's. */
+  readonly bufferBytes: number;
+}
+
 /** Where the pool's UDP sockets come from. */
 export interface UdpSocketProvider {
   /** True when the sockets check and write the SCTP checksum themselves. */
@@ -34,15 +45,7 @@ export interface UdpSocketProvider {
    * Binds a socket to (address, port; 0: any), connected to `connect` when given, with
    * SO_RCVBUF / SO_SNDBUF of `bufferBytes` asked (0: the kernel's).
    */
-  open(
-    o: {
-      readonly address: string;
-      readonly port: number;
-      readonly connect?: { readonly address: string; readonly port: number };
-      readonly bufferBytes: number;
-    },
-    events: UdpSocketEvents,
-  ): Promise<UdpSocketHandle>;
+  open(o: UdpSocketOpenOptions, events: UdpSocketEvents): Promise<UdpSocketHandle>;
   /** Releases what the provider itself holds (the helper process) once its sockets are closed. */
   close?(): Promise<void>;
 }
