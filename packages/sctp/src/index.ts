@@ -12,7 +12,7 @@ export type {
   SctpOutboundMessage,
 } from './association-types.js';
 export { crc32c, sctpChecksum, verifySctpChecksum } from './crc32c.js';
-export type { SctpEndpointCounters } from './endpoint.js';
+export type { DatagramSocket, SctpEndpointCounters } from './endpoint.js';
 export {
   DEFAULT_ENCAPSULATION_PORT,
   type SctpAssociation,
@@ -74,8 +74,8 @@ export {
 } from './transport-udp.js';
 export {
   buildUdpHelper,
-  HelperUdpSockets,
   SctpUdpHelperError,
+  SctpUdpSocketError,
   type UdpHelperCounters,
   type UdpHelperOptions,
 } from './transport-udp-helper.js';

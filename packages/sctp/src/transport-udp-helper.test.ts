@@ -97,11 +97,17 @@ describe.skipIf(!HAS_CC)("udpIo: 'helper'", () => {
     writeSctpChecksum(good);
     const s = createSocket('udp4');
     await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-    for (let i = 0; i < 5; i++) s.send(bad, encapsulationPort, address);
-    s.send(short, encapsulationPort, address);
-    s.send(good, encapsulationPort, address);
     const counters = async () =>
       (await server.endpointCounters()).find((e) => e.port === encapsulationPort)?.counters;
+    for (let i = 0; i < 5; i++) s.send(bad, encapsulationPort, address);
+    // The first refusal of a second is the one reported: the bad checksums' then.
+    await waitFor(
+      async () => (await counters())?.refused['bad-checksum'] === 5,
+      5_000,
+      'bad checksums',
+    );
+    s.send(short, encapsulationPort, address);
+    s.send(good, encapsulationPort, address);
     await waitFor(
       async () => {
         const c = await counters();
@@ -172,6 +178,15 @@ describe.skipIf(!HAS_CC)("udpIo: 'helper'", () => {
       e.listen({ address: randomLoopback(), port: 5000, encapsulationPort: randomPort() }),
     ).rejects.toMatchObject({ code: 'ERR_SCTP_UDP_HELPER' });
     await expect(e.start()).rejects.toThrow(/cannot run the helper/);
+  });
+
+  it('refuses a UDP port already bound, naming the errno', async () => {
+    const address = randomLoopback();
+    const encapsulationPort = randomPort();
+    await engine().listen({ address, port: 5000, encapsulationPort });
+    await expect(engine().listen({ address, port: 5000, encapsulationPort })).rejects.toMatchObject(
+      { code: 'ERR_SCTP_UDP_SOCKET', errno: 'EADDRINUSE' },
+    );
   });
 
   it('survives a fuzz of datagrams sent at it over UDP', { timeout: 60_000 }, async () => {
