@@ -200,6 +200,12 @@ export class HelperProcess {
     if (!this.exited && stdin !== null && !stdin.destroyed)
       stdin.write(this.out.subarray(this.outStart, this.outOff));
     this.outStart = this.outOff;
+    // Nothing left queued: the kernel took the bytes synchronously and no write holds the slice,
+    // so the buffer is filled again from its start instead of a new one being made.
+    if (stdin !== null && stdin.writableLength === 0) {
+      this.outStart = 0;
+      this.outOff = 0;
+    }
   }
 
   /**
