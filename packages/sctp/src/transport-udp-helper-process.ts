@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { SctpError } from './errors.js';
+import { watchHelperChild } from './transport-raw-helper.js';
 import type { UdpSocketEvents, UdpSocketHandle } from './transport-udp.js';
 
 /** The UDP helper could not be built, started, or answered wrongly: `detail` says which and the fix. */
@@ -82,7 +83,7 @@ export class HelperSocket implements UdpSocketHandle {
 export class HelperProcess {
   exited = false;
   private carry: Buffer = EMPTY;
-  private stderr = '';
+  private readonly watch: { stderrTail(): string };
   private nextReq = 1;
   private readonly binds = new Map<number, (err: number, handle: number, port: number) => void>();
   private onHello: ((version: number) => void) | undefined;
@@ -97,25 +98,17 @@ export class HelperProcess {
     private readonly owner: HelperOwner,
   ) {
     child.stdout?.on('data', (chunk: Buffer) => this.onData(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => {
-      this.stderr = (this.stderr + chunk.toString()).slice(-2000);
-    });
-    // A dying helper fails pending writes: 'exit' reports it, never an unhandled 'error'.
-    child.on('error', () => undefined);
-    child.stdin?.on('error', () => undefined);
-    child.stdout?.on('error', () => undefined);
-    child.once('exit', (code, signal) => {
+    this.watch = watchHelperChild(child, (why) => {
       this.exited = true;
       this.onHello?.(-1);
       for (const done of this.binds.values()) done(-1, 0, 0);
       this.binds.clear();
-      const tail = this.stderr ? `: ${JSON.stringify(this.stderr.slice(-300))}` : '';
-      owner.exited(this, `exited (${signal ?? code})${tail}`);
+      owner.exited(this, why);
     });
   }
 
   get stderrTail(): string {
-    return this.stderr.slice(-300);
+    return this.watch.stderrTail();
   }
 
   hello(timeoutMs: number): Promise<number> {
