@@ -2,9 +2,11 @@
  * The SCTP benchmark's processes (one role, three processes: the sink, the proxy and the load):
  * our engine over RFC 6951 UDP on loopback, the proxy as the daemon runs it (a Proxier in
  * service-port-portal mode whose factory is `withSctp`), and usrsctp's `tsctp` as the native anchor.
+ * The proxy runs on node:dgram (`udpIo: 'node'`) or on the C UDP helper (`udpIo: 'helper'`), whose
+ * CPU time (from /proc) the `stats` method adds to the process's.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import {
   createProxySocketFactory,
   newCustomProxier,
@@ -15,6 +17,7 @@ import {
   createUserspaceSctpEngine,
   type SctpAssociation,
   type SctpEngine,
+  UserspaceSctpEngine,
   withSctp,
 } from '@userspace-proxy/sctp';
 import { processStats } from '../rpc.js';
@@ -42,6 +45,21 @@ const port = () => 20000 + Math.floor(Math.random() * 30000);
 
 let engine: SctpEngine | undefined;
 let proxier: Proxier | undefined;
+/** The proxy's own engine (its UDP helper's CPU counts as the proxy's). */
+let proxyEngine: UserspaceSctpEngine | undefined;
+
+/** CPU seconds of the proxy's UDP helper so far (utime + stime, clock ticks of 10 ms), or 0. */
+function helperCpuSeconds(): number {
+  const pid = proxyEngine?.udpHelperPid;
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
 
 function theEngine(): SctpEngine {
   engine ??= createUserspaceSctpEngine();
@@ -69,12 +87,18 @@ async function startSink(): Promise<SctpTarget> {
 }
 
 /** The proxy in front of `sink`: a Service with one SCTP port, served as the daemon serves it. */
-async function startProxy(sink: SctpTarget): Promise<SctpTarget> {
+async function startProxy(
+  sink: SctpTarget,
+  udpIo: 'node' | 'helper' = 'node',
+): Promise<SctpTarget> {
   const host = `127.203.${octet()}.${octet()}`;
   const encapsulationPort = port();
+  proxyEngine = new UserspaceSctpEngine({ udpIo });
+  await proxyEngine.start();
   const factory = withSctp(createProxySocketFactory({}), {
     encapsulationPort,
     endpointEncapsulationPort: sink.encapsulationPort,
+    engine: proxyEngine,
   });
   const p = await newCustomProxier({ mode: 'service-port-portal', minSyncPeriodMs: 0 }, factory);
   proxier = p;
@@ -199,9 +223,14 @@ export const sctpMethods = {
   startProxy,
   blast,
   tsctp,
-  stats: processStats,
+  /** The process's stats, its UDP helper's CPU included. */
+  stats: () => {
+    const st = processStats();
+    return { ...st, cpuSeconds: st.cpuSeconds + helperCpuSeconds() };
+  },
   stop: async () => {
     await proxier?.shutdown();
+    await proxyEngine?.close();
     await engine?.close();
   },
 };

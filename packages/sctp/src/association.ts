@@ -54,6 +54,11 @@ export interface AssociationHost {
    */
   transmit(a: Association, packet: Buffer, bulk?: boolean): void;
   released(a: Association): void;
+  /**
+   * True when the transport writes the checksum of every packet sent (the C helper of `udpIo:
+   * 'helper'`): the association then leaves it to the transport instead of computing it in JS.
+   */
+  readonly checksumOffload?: boolean;
 }
 
 /** Everything fixed when an association is made. */
@@ -132,6 +137,8 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.dataFlushScheduled = false;
     if (!this.flushScheduled) this.containedFlush();
   };
+  /** False when the host's transport writes the checksums ({@link AssociationHost.checksumOffload}). */
+  private readonly sealChecksum: boolean;
   /** The packet a flush is filling. */
   private w: PacketWriter | undefined;
   /** What the sender writes DATA through: made once (a closure per flush cost more than it did). */
@@ -143,6 +150,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   constructor(p: AssociationParams) {
     super();
     this.host = p.host;
+    this.sealChecksum = p.host.checksumOffload !== true;
     this.opt = p.options;
     this.packetBytes = p.options.mtu - p.overhead;
     this.localAddress = p.localAddress;
@@ -586,7 +594,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (this.state !== 'shutdown-sent' && this.state !== 'shutdown-ack-sent') return;
     const w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
     w.raw(ChunkType.SHUTDOWN_COMPLETE, 0);
-    this.transmit(w.finish());
+    this.transmit(w.finish(this.sealChecksum));
     this.finish('shutdown', 'graceful shutdown');
   }
 
@@ -645,14 +653,14 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
       inboundStreams: o.inboundStreams,
       initialTsn: this.localInitialTsn,
     });
-    this.transmit(w.finish());
+    this.transmit(w.finish(this.sealChecksum));
     this.t1.start(this.t1Rto);
   }
 
   private sendCookieEcho(): void {
     const w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
     w.raw(ChunkType.COOKIE_ECHO, 0, this.cookie);
-    this.transmit(w.finish());
+    this.transmit(w.finish(this.sealChecksum));
     this.t1.start(this.t1Rto);
   }
 
@@ -803,7 +811,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
   /** Sends the packet being built (if it holds anything) and starts a new one. */
   private nextPacket(): PacketWriter {
     const w = this.w;
-    if (w !== undefined && w.chunks > 0) this.transmit(w.finish(), true);
+    if (w !== undefined && w.chunks > 0) this.transmit(w.finish(this.sealChecksum), true);
     this.w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
     return this.w;
   }
@@ -860,7 +868,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     this.fastRtxPending = false;
     const last = this.w as PacketWriter | undefined;
     this.w = undefined;
-    if (last !== undefined && last.chunks > 0) this.transmit(last.finish(), true);
+    if (last !== undefined && last.chunks > 0) this.transmit(last.finish(this.sealChecksum), true);
     this.counters.retransmits = sender.retransmits;
     if (sender.outstanding && this.state !== 'shutdown-sent' && this.state !== 'shutdown-ack-sent')
       this.t3.ensure(sender.rto);
@@ -870,7 +878,7 @@ export class Association extends EventEmitter<SctpAssociationEvents> {
     if (this.state === 'cookie-wait' || this.peerTag === 0) return;
     const w = new PacketWriter(this.packetBytes, this.localPort, this.remotePort, this.peerTag);
     w.raw(ChunkType.ABORT, 0, encodeCause(code, info));
-    this.transmit(w.finish());
+    this.transmit(w.finish(this.sealChecksum));
   }
 
   /** Ends the association because of an error, telling the peer with an ABORT. */

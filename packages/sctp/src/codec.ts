@@ -30,12 +30,15 @@ export const MAX_CHUNKS_PER_PACKET = 256;
 
 /**
  * Checks the checksum and the chunk bounds of a datagram, returning views into it. Everything the
- * association later reads lies inside a chunk whose length was checked here.
+ * association later reads lies inside a chunk whose length was checked here. `checksumVerified`:
+ * the transport already checked the CRC32c (the C helper of `udpIo: 'helper'` does), so only the
+ * bounds are checked here.
  */
-export function parsePacket(buf: Buffer): ParsedPacket | CodecError {
+export function parsePacket(buf: Buffer, checksumVerified = false): ParsedPacket | CodecError {
   if (buf.length < COMMON_HEADER_BYTES + 4)
     return new CodecError('short-packet', `${buf.length} bytes`);
-  if (!verifySctpChecksum(buf)) return new CodecError('bad-checksum', 'CRC32c mismatch');
+  if (!checksumVerified && !verifySctpChecksum(buf))
+    return new CodecError('bad-checksum', 'CRC32c mismatch');
   const chunks: RawChunk[] = [];
   let off = COMMON_HEADER_BYTES;
   while (off < buf.length) {
@@ -270,10 +273,13 @@ export class PacketWriter {
     return true;
   }
 
-  /** Seals the packet (checksum) and returns the bytes written. */
-  finish(): Buffer {
+  /**
+   * Seals the packet (checksum) and returns the bytes written. `checksum` false leaves the
+   * checksum field for a transport that writes it (the C helper of `udpIo: 'helper'`).
+   */
+  finish(checksum = true): Buffer {
     const out = this.buf.subarray(0, this.off);
-    writeSctpChecksum(out);
+    if (checksum) writeSctpChecksum(out);
     return out;
   }
 }

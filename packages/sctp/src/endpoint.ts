@@ -76,11 +76,19 @@ export interface EndpointSettings {
    * timer is unref'd. Default 3000.
    */
   readonly idleLingerMs?: number;
+  /**
+   * The socket checks the CRC32c of every datagram it delivers (reporting the bad ones through
+   * {@link SctpEndpoint.refusedByTransport}) and writes it into every datagram sent: the C helper
+   * of `udpIo: 'helper'` does both, so JavaScript does neither. Default false.
+   */
+  readonly checksumOffload?: boolean;
 }
 
 /** See the module comment. */
 export class SctpEndpoint implements AssociationHost {
   readonly timers: SctpTimers;
+  /** {@link AssociationHost.checksumOffload}: from the settings. */
+  readonly checksumOffload: boolean;
   readonly counters: SctpEndpointCounters = {
     datagramsIn: 0,
     datagramsOut: 0,
@@ -127,6 +135,7 @@ export class SctpEndpoint implements AssociationHost {
     private readonly settings: EndpointSettings,
   ) {
     this.timers = settings.timers;
+    this.checksumOffload = settings.checksumOffload === true;
     this.replyRate = settings.replyRate ?? 1000;
     this.tokens = this.replyRate;
     this.tokensAt = this.timers.now();
@@ -252,7 +261,7 @@ export class SctpEndpoint implements AssociationHost {
   receive(msg: Buffer, address: string, port: number): void {
     if (this.closed) return;
     this.counters.datagramsIn++;
-    const p = parsePacket(msg);
+    const p = parsePacket(msg, this.checksumOffload);
     if (p instanceof CodecError) {
       this.refuse(p.reason, p.detail, msg, address, port);
       return;
@@ -273,6 +282,26 @@ export class SctpEndpoint implements AssociationHost {
       this.counters.exceptions++;
       this.warn(`SCTP packet from ${address}:${port} failed: ${describe(err)}`);
     }
+  }
+
+  /**
+   * Datagrams the transport refused before they reached {@link receive} (the helper's bad
+   * checksums: `count` of them, `head` the first one's first bytes, from `address`:`port`):
+   * counted and reported as the guard's own refusals are.
+   */
+  refusedByTransport(
+    reason: string,
+    detail: string,
+    count: number,
+    head: Buffer,
+    address: string,
+    port: number,
+  ): void {
+    if (this.closed || count <= 0) return;
+    this.counters.datagramsIn += count;
+    this.counters.refused[reason] = (this.counters.refused[reason] ?? 0) + count - 1;
+    this.refusedUnreported += count - 1;
+    this.refuse(reason, detail, head, address, port);
   }
 
   private dispatch(a: Association, p: ParsedPacket, port: number): void {

@@ -1,9 +1,11 @@
 /**
- * The default {@link SctpEngine}: this package's TypeScript SCTP over RFC 6951 UDP encapsulation.
+ * The default {@link SctpEngine}: this package's TypeScript SCTP over RFC 6951 UDP encapsulation,
+ * its UDP sockets node:dgram's (`udpIo: 'node'`, the default) or a C helper's that moves datagrams
+ * in batches (`udpIo: 'helper'`, transport-udp-helper.ts).
  */
 import { isIPv6 } from 'node:net';
 import type { Association } from './association.js';
-import type { SctpEndpoint } from './endpoint.js';
+import type { SctpEndpoint, SctpEndpointCounters } from './endpoint.js';
 import { random32 } from './endpoint.js';
 import {
   DEFAULT_ENCAPSULATION_PORT,
@@ -21,7 +23,12 @@ import {
   type SctpAssociationOptions,
 } from './options.js';
 import { defaultTimers, type SctpTimers } from './timers.js';
-import { UdpEndpointPool } from './transport-udp.js';
+import { nodeUdpSockets, UdpEndpointPool, type UdpSocketProvider } from './transport-udp.js';
+import {
+  HelperUdpSockets,
+  type UdpHelperCounters,
+  type UdpHelperOptions,
+} from './transport-udp-helper.js';
 
 /** Options of the userspace engine. */
 export interface UserspaceSctpEngineOptions {
@@ -35,6 +42,16 @@ export interface UserspaceSctpEngineOptions {
   readonly replyRate?: number;
   /** Receives contained errors and refusals, already truncated and escaped. */
   readonly onWarning?: (message: string) => void;
+  /**
+   * Who moves the UDP datagrams. `'node'` (the default): node:dgram, one callback, Buffer and
+   * system call per datagram. `'helper'`: a C helper process (`native/sctp-udp-helper.c`, built
+   * with the system's `cc` on first use) that reads and writes them in batches (recvmmsg /
+   * sendmmsg) and checks and writes their CRC32c; without a compiler (or `udpHelper.helperPath`)
+   * the first listen / connect fails with `ERR_SCTP_UDP_HELPER`. docs/sctp.md "Transport".
+   */
+  readonly udpIo?: 'node' | 'helper';
+  /** How the helper of `udpIo: 'helper'` is built, run and bounded. */
+  readonly udpHelper?: UdpHelperOptions;
 }
 
 /** Makes the default engine. */
@@ -46,16 +63,62 @@ export function createUserspaceSctpEngine(options: UserspaceSctpEngineOptions = 
 export class UserspaceSctpEngine implements SctpEngine {
   private readonly pool: UdpEndpointPool;
   private readonly defaults: SctpAssociationOptions;
+  private readonly sockets: UdpSocketProvider;
 
   constructor(options: UserspaceSctpEngineOptions = {}) {
     this.defaults = options.association ?? {};
+    const io = options.udpIo ?? 'node';
+    if (io !== 'node' && io !== 'helper')
+      throw new RangeError(`SCTP option udpIo must be 'node' or 'helper', got ${String(io)}`);
+    this.sockets =
+      io === 'helper'
+        ? new HelperUdpSockets({
+            ...(options.onWarning ? { onWarning: options.onWarning } : {}),
+            ...options.udpHelper,
+          })
+        : nodeUdpSockets;
     this.pool = new UdpEndpointPool({
+      sockets: this.sockets,
       timers: options.timers ?? defaultTimers,
       ...(options.udpBufferBytes !== undefined ? { udpBufferBytes: options.udpBufferBytes } : {}),
       ...(options.replyRate !== undefined ? { replyRate: options.replyRate } : {}),
       ...(options.onWarning ? { onWarning: options.onWarning } : {}),
     });
     resolveAssociationOptions(this.defaults);
+  }
+
+  /** Which datagram I/O this engine runs on. */
+  get udpIo(): 'node' | 'helper' {
+    return this.sockets instanceof HelperUdpSockets ? 'helper' : 'node';
+  }
+
+  /** The UDP helper's counters (`udpIo: 'helper'`), else undefined. */
+  get udpHelperCounters(): Readonly<UdpHelperCounters> | undefined {
+    return this.sockets instanceof HelperUdpSockets ? { ...this.sockets.counters } : undefined;
+  }
+
+  /** The running UDP helper's process id (its CPU time is the engine's too), else undefined. */
+  get udpHelperPid(): number | undefined {
+    return this.sockets instanceof HelperUdpSockets ? this.sockets.pid : undefined;
+  }
+
+  /** Each open UDP endpoint's counters (the guard's refusals per reason, contained exceptions, ...). */
+  async endpointCounters(): Promise<
+    Array<{ address: string; port: number; counters: SctpEndpointCounters }>
+  > {
+    return (await this.pool.all()).map((ep) => ({
+      address: ep.localAddress,
+      port: ep.localEncapsulationPort,
+      counters: ep.counters,
+    }));
+  }
+
+  /**
+   * Starts the UDP helper now (`udpIo: 'helper'`; listen and connect do it anyway), so a missing
+   * compiler shows at start-up; nothing to do for node:dgram.
+   */
+  async start(): Promise<void> {
+    if (this.sockets instanceof HelperUdpSockets) await this.sockets.start();
   }
 
   private resolve(o: SctpAssociationOptions | undefined): ResolvedAssociationOptions {
@@ -132,6 +195,7 @@ export class UserspaceSctpEngine implements SctpEngine {
 
   async close(): Promise<void> {
     await Promise.all((await this.pool.all()).map((ep) => ep.close()));
+    await this.sockets.close?.();
   }
 }
 

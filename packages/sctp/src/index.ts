@@ -12,7 +12,7 @@ export type {
   SctpOutboundMessage,
 } from './association-types.js';
 export { crc32c, sctpChecksum, verifySctpChecksum } from './crc32c.js';
-export type { SctpEndpointCounters } from './endpoint.js';
+export type { DatagramSocket, SctpEndpointCounters } from './endpoint.js';
 export {
   DEFAULT_ENCAPSULATION_PORT,
   type SctpAssociation,
@@ -65,6 +65,20 @@ export {
   type RawSctpEngineOptions,
   SctpRawIpv4OnlyError,
 } from './transport-raw.js';
+export {
+  nodeUdpSockets,
+  type UdpSocketEvents,
+  type UdpSocketHandle,
+  type UdpSocketOpenOptions,
+  type UdpSocketProvider,
+} from './transport-udp.js';
+export {
+  buildUdpHelper,
+  SctpUdpHelperError,
+  SctpUdpSocketError,
+  type UdpHelperCounters,
+  type UdpHelperOptions,
+} from './transport-udp-helper.js';
 export {
   buildRawHelper,
   type RawHelperCounters,

@@ -26,7 +26,7 @@ import {
 } from '@userspace-proxy/core/sockets';
 import type { SctpAssociation, SctpConnectOptions, SctpEngine, SctpListener } from './engine.js';
 import { DEFAULT_ENCAPSULATION_PORT } from './engine.js';
-import { createUserspaceSctpEngine } from './engine-userspace.js';
+import { createUserspaceSctpEngine, type UserspaceSctpEngineOptions } from './engine-userspace.js';
 import type { SctpAssociationOptions } from './options.js';
 import { relayAssociations } from './relay.js';
 
@@ -60,6 +60,12 @@ export interface SctpProxySocketOptions {
    * 256 KiB each, and an RTO starting at 200 ms so a lost INIT fits the first dial attempt.
    */
   readonly association?: SctpAssociationOptions;
+  /**
+   * The datagram I/O of the engine the socket (or the factory) makes when none is given
+   * ({@link UserspaceSctpEngineOptions.udpIo}): `'node'` (node:dgram, the default) or `'helper'`
+   * (a C helper moving datagrams in batches and doing the CRC32c). Ignored with `engine`.
+   */
+  readonly udpIo?: 'node' | 'helper';
 }
 
 const PROXY_ASSOCIATION_DEFAULTS: SctpAssociationOptions = {
@@ -99,7 +105,9 @@ export class SctpProxySocket implements ProxySocket {
     private readonly ctx: ProxySocketContext,
     private readonly listener: SctpListener,
     private readonly engine: SctpEngine,
-    private readonly opts: Required<Omit<SctpProxySocketOptions, 'engine' | 'association'>> & {
+    private readonly opts: Required<
+      Omit<SctpProxySocketOptions, 'engine' | 'association' | 'udpIo'>
+    > & {
       association: SctpAssociationOptions;
     },
   ) {
@@ -113,10 +121,7 @@ export class SctpProxySocket implements ProxySocket {
     options: SctpProxySocketOptions = {},
     engine?: SctpEngine,
   ): Promise<SctpProxySocket> {
-    const e =
-      options.engine ??
-      engine ??
-      createUserspaceSctpEngine({ onWarning: limitedWarnings(ctx.logger) });
+    const e = options.engine ?? engine ?? ownEngine(ctx, options);
     const opts = {
       encapsulationPort: options.encapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
       endpointEncapsulationPort: options.endpointEncapsulationPort ?? DEFAULT_ENCAPSULATION_PORT,
@@ -351,9 +356,17 @@ export function withSctp(
   let engine = options.engine;
   return (ctx) => {
     if (ctx.protocol !== 'SCTP') return base(ctx);
-    engine ??= createUserspaceSctpEngine({ onWarning: limitedWarnings(ctx.logger) });
+    engine ??= ownEngine(ctx, options);
     return SctpProxySocket.open(ctx, options, engine);
   };
+}
+
+/** The engine a socket or factory makes for itself: warnings to the context's logger. */
+function ownEngine(ctx: ProxySocketContext, options: SctpProxySocketOptions): SctpEngine {
+  return createUserspaceSctpEngine({
+    onWarning: limitedWarnings(ctx.logger),
+    ...(options.udpIo !== undefined ? { udpIo: options.udpIo } : {}),
+  });
 }
 
 /**

@@ -97,6 +97,28 @@ export function buildRawHelper(compiler = 'cc'): Promise<string> {
   });
 }
 
+/**
+ * Watches a helper child (the raw one and the UDP one): keeps the last 2 000 characters of its
+ * stderr, swallows its pipes' errors (a dying child fails pending writes; 'exit' reports it, never
+ * an unhandled 'error'), and calls `onExit` once with why it exited, stderr's tail included.
+ */
+export function watchHelperChild(
+  child: ChildProcess,
+  onExit: (why: string) => void,
+): { stderrTail(): string } {
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-2000);
+  });
+  child.on('error', () => undefined);
+  child.stdin?.on('error', () => undefined);
+  child.stdout?.on('error', () => undefined);
+  child.once('exit', (code, signal) => {
+    onExit(`exited (${signal ?? code})${stderr ? `: ${JSON.stringify(stderr.slice(-300))}` : ''}`);
+  });
+  return { stderrTail: () => stderr.slice(-300) };
+}
+
 function ipv4Bytes(address: string): Buffer {
   const parts = address.split('.').map(Number);
   return Buffer.from(parts);
@@ -120,7 +142,7 @@ export class RawHelper {
   private carry: Buffer = Buffer.alloc(0);
   private corked = false;
   private exited = false;
-  private stderr = '';
+  private readonly watch: { stderrTail(): string };
   private onHello: ((err: number) => void) | undefined;
   private readonly exitListeners: Array<(why: string) => void> = [];
 
@@ -129,16 +151,8 @@ export class RawHelper {
     private readonly maxQueuedBytes: number,
   ) {
     child.stdout?.on('data', (chunk: Buffer) => this.onData(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => {
-      this.stderr = (this.stderr + chunk.toString()).slice(-2000);
-    });
-    // A dying helper can fail a pending write or a kill: 'exit' reports it; never an unhandled 'error'.
-    child.on('error', () => undefined);
-    child.stdin?.on('error', () => undefined);
-    child.stdout?.on('error', () => undefined);
-    child.once('exit', (code, signal) => {
+    this.watch = watchHelperChild(child, (why) => {
       this.exited = true;
-      const why = `exited (${signal ?? code})${this.stderr ? `: ${JSON.stringify(this.stderr.slice(-300))}` : ''}`;
       this.onHello?.(-1);
       for (const resolve of this.pending.values()) resolve(-1, Buffer.alloc(0));
       this.pending.clear();
@@ -172,7 +186,7 @@ export class RawHelper {
     if (err === constants.errno.EPERM || err === constants.errno.EACCES)
       throw new SctpRawPermissionError(errnoName(err));
     throw new SctpRawHelperError(
-      err < 0 ? `exited before its hello: ${h.stderr.slice(-300)}` : errnoName(err),
+      err < 0 ? `exited before its hello: ${h.watch.stderrTail()}` : errnoName(err),
     );
   }
 

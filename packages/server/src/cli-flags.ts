@@ -350,9 +350,9 @@ export const FLAGS: readonly FlagSpec[] = [
     field: 'userspaceProxy.sctpMtu',
   },
   {
-    flags: '--sctp-transport <udp|raw>',
+    flags: '--sctp-transport <udp|udp-helper|raw>',
     description:
-      'SCTP Services: "udp" is RFC 6951 encapsulation; "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',
+      'SCTP Services: "udp" is RFC 6951 encapsulation; "udp-helper" the same with its datagrams moved in batches (recvmmsg/sendmmsg) and their CRC32c done by a C helper process (a C compiler on first use; opt-in, docs/sctp.md "Fourth pass" for what it saves); "raw" speaks native SCTP (IP protocol 132, IPv4) through raw sockets: root, a C compiler for its helper on first use, and no other SCTP stack on the Service addresses. docs/sctp.md.',
     shownDefault: 'udp',
     field: 'userspaceProxy.sctpTransport',
   },

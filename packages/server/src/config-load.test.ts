@@ -142,6 +142,17 @@ describe('resolveConfiguration', () => {
     expect(r.config?.userspaceProxy.servicesFile).toBe('s.yaml');
   });
 
+  it('takes --sctp-transport udp-helper (flag and file) and refuses an unknown transport', async () => {
+    const flag = await resolveWith(['--sctp-transport', 'udp-helper']);
+    expect(flag.errors).toEqual([]);
+    expect(flag.config?.userspaceProxy.sctpTransport).toBe('udp-helper');
+    const file = decodeConfiguration(`${HEADER}userspaceProxy:\n  sctpTransport: udp-helper\n`);
+    expect(file.errors).toEqual([]);
+    const bad = decodeConfiguration(`${HEADER}userspaceProxy:\n  sctpTransport: tcp\n`);
+    expect(bad.errors.join('\n')).toMatch(/sctpTransport/);
+    expect((await resolveWith([])).config?.userspaceProxy.sctpTransport).toBe('udp');
+  });
+
   it('lets the file replace flags, except the hostname and logging flags, and warns about the rest', async () => {
     const r = await resolveWith(
       [

@@ -120,8 +120,12 @@ export interface UserspaceProxyConfiguration {
    * socket. docs/native.md.
    */
   dataPath: 'node' | 'native';
-  /** SCTP: `udp` (RFC 6951 encapsulation, the default) or `raw` (native IPv4 SCTP, root; opt-in). */
-  sctpTransport: 'udp' | 'raw';
+  /**
+   * SCTP: `udp` (RFC 6951 encapsulation, the default), `udp-helper` (the same, its datagrams moved
+   * in batches by a C helper that also does the CRC32c; opt-in) or `raw` (native IPv4 SCTP, root;
+   * opt-in).
+   */
+  sctpTransport: 'udp' | 'udp-helper' | 'raw';
   /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
   workers: number | 'auto';
 }
@@ -263,7 +267,7 @@ export const configFileSchema = z.strictObject({
       sctpMaxAssociationsPerPort: z.number().int().optional(),
       sctpMaxAssociationsPerAddress: z.number().int().optional(),
       sctpMtu: z.number().int().optional(),
-      sctpTransport: z.enum(['udp', 'raw']).optional(),
+      sctpTransport: z.enum(['udp', 'udp-helper', 'raw']).optional(),
       dataPath: z.enum(['node', 'native']).optional(),
       workers: z.union([z.number().int(), z.literal('auto')]).optional(),
     })

@@ -17,8 +17,8 @@ import {
 } from '@userspace-proxy/native';
 import {
   createRawSctpEngine,
-  createUserspaceSctpEngine,
   limitedWarnings,
+  UserspaceSctpEngine,
   withSctp,
 } from '@userspace-proxy/sctp';
 import type { KubeProxyConfiguration } from './config-schema.js';
@@ -58,8 +58,18 @@ export async function buildDaemonProxier(
   // The daemon owns its SCTP engine, raw or not, and closes it after the drain: made inside
   // withSctp, the UDP engine's sockets and any association still open outlived a stopped daemon
   // (an embedder that stops a Daemon and starts another in the process found the port taken).
-  const engine =
-    raw ?? createUserspaceSctpEngine({ onWarning: limitedWarnings(env.logger), association });
+  // --sctp-transport=udp-helper: the UDP engine on the C helper, started now so that a missing
+  // compiler stops the daemon at start-up (ERR_SCTP_UDP_HELPER) rather than at the first Service.
+  const udp =
+    raw === undefined
+      ? new UserspaceSctpEngine({
+          onWarning: limitedWarnings(env.logger),
+          association,
+          udpIo: ext.sctpTransport === 'udp-helper' ? 'helper' : 'node',
+        })
+      : undefined;
+  await udp?.start();
+  const engine = raw ?? (udp as UserspaceSctpEngine);
   const sctp = {
     encapsulationPort: ext.sctpEncapsulationPort,
     endpointEncapsulationPort: ext.sctpEncapsulationPort,

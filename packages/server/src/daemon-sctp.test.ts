@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -120,6 +121,34 @@ describe('the daemon with an SCTP Service', () => {
       [1, 46, 'echo:CER'],
     ]);
   });
+
+  it.skipIf(spawnSync('cc', ['--version']).status !== 0)(
+    'relays through the C UDP helper with --sctp-transport udp-helper',
+    async () => {
+      await startDaemonWithEcho((c) => {
+        c.userspaceProxy.sctpTransport = 'udp-helper';
+      });
+      const client = clientEngine();
+      const received: SctpMessage[] = [];
+      const big = Buffer.alloc(30_000, 0x62);
+      await until(async () => {
+        try {
+          const association = await connectThrough(client, CLIENT_IP);
+          association.on('message', (m: SctpMessage) => received.push(m));
+          association.send({ streamId: 1, ppid: 46, data: Buffer.from('CER') });
+          association.send({ ppid: 47, data: big });
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'an association through the daemon');
+      await until(() => received.length === 2, 'both answers');
+      expect(received.map((m) => [m.ppid, m.data.length]).sort()).toEqual([
+        [46, 8],
+        [47, 30_005],
+      ]);
+    },
+  );
 
   // 1450 is VXLAN's MTU; before the fragment size was rounded to 4 bytes, an engine at that MTU
   // never sent a message larger than one packet (the fragment did not fit with its padding).

@@ -3,8 +3,12 @@
  * load generator, as `pnpm bench --only sctp` runs them), for a fixed amount of work so that the
  * figure depends little on how loaded the machine is:
  * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/proxy-cost.ts
- *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR] [--count]`.
+ *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR] [--count]
+ *  [--udp-io node|helper] [--proxy-udp-io node|helper]`.
  * Prints each process's CPU milliseconds per MB (or microseconds per message) and the rate.
+ * `--udp-io helper` runs every process's engine on the C UDP helper, `--proxy-udp-io helper` only
+ * the proxy's; a process's CPU then includes its helper's (utime + stime from /proc/<pid>/stat),
+ * and the helper's part is printed too.
  * `--prof DIR` writes a V8 CPU profile of the proxy (of the sink with `--direct`) into DIR;
  * `--impl DIR` loads the engine from another copy of `src/` (before/after comparisons), or from a
  * module (a build's `dist/index.js`); `--count` adds the proxy's (the sink's) timers, immediates,
@@ -13,6 +17,7 @@
  * defaults (the Proxier around it adds nothing per message). Not a test.
  */
 import { fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -40,9 +45,23 @@ const PROXY_ASSOCIATION = {
 
 const octet = (): number => 1 + Math.floor(Math.random() * 250);
 const randomPort = (): number => 20000 + Math.floor(Math.random() * 30000);
+/** The UDP helper's process id, when the engine runs on one. */
+let helperPid: () => number | undefined = () => undefined;
+/** CPU ms of a process from /proc (utime + stime, in clock ticks of 10 ms), 0 when gone. */
+const procCpuMs = (pid: number | undefined): number => {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return 0;
+  }
+};
+const helperCpuMs = (): number => procCpuMs(helperPid());
 const cpuMs = (): number => {
   const c = process.cpuUsage();
-  return (c.user + c.system) / 1000;
+  return (c.user + c.system) / 1000 + helperCpuMs();
 };
 
 /**
@@ -70,7 +89,11 @@ function countCalls(): void {
 async function child(impl: string): Promise<void> {
   if (process.argv.includes('--count')) countCalls();
   const sctp: typeof Sctp = await import(impl);
-  const engine = sctp.createUserspaceSctpEngine();
+  const udpIo = (arg('--udp-io-child') ?? 'node') as 'node' | 'helper';
+  const engine = sctp.createUserspaceSctpEngine(
+    udpIo === 'helper' ? { udpIo } : {},
+  ) as Sctp.UserspaceSctpEngine;
+  helperPid = () => engine.udpHelperPid;
   let counts = { messages: 0, bytes: 0 };
   const associations: Sctp.SctpAssociation[] = [];
   const packets = (): { in: number; out: number } => {
@@ -149,6 +172,9 @@ async function child(impl: string): Promise<void> {
     async sys() {
       return process.cpuUsage().system / 1000;
     },
+    async helperCpu() {
+      return helperCpuMs();
+    },
     async packets() {
       return packets();
     },
@@ -170,9 +196,16 @@ async function child(impl: string): Promise<void> {
   });
 }
 
-function spawnRole(role: string, impl: string, prof: string | undefined, count: boolean) {
+function spawnRole(
+  role: string,
+  impl: string,
+  prof: string | undefined,
+  count: boolean,
+  udpIo: string,
+) {
   const self = fileURLToPath(import.meta.url);
-  const cp = fork(self, ['--child', role, '--impl-path', impl, ...(count ? ['--count'] : [])], {
+  const argv = ['--child', role, '--impl-path', impl, '--udp-io-child', udpIo];
+  const cp = fork(self, [...argv, ...(count ? ['--count'] : [])], {
     execArgv: [...process.execArgv, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -208,9 +241,11 @@ async function main(): Promise<void> {
     arg('--messages') ?? Math.ceil((Number(arg('--mb') ?? 200) * 1e6) / size),
   );
   const count = process.argv.includes('--count');
-  const sink = spawnRole('sink', impl, direct ? prof : undefined, count);
-  const proxy = direct ? undefined : spawnRole('proxy', impl, prof, count);
-  const load = spawnRole('load', impl, undefined, count);
+  const io = arg('--udp-io') ?? 'node';
+  const proxyIo = arg('--proxy-udp-io') ?? io;
+  const sink = spawnRole('sink', impl, direct ? prof : undefined, count, io);
+  const proxy = direct ? undefined : spawnRole('proxy', impl, prof, count, proxyIo);
+  const load = spawnRole('load', impl, undefined, count, io);
   try {
     const sinkTarget = await sink.call<Target>('sink');
     const target = proxy ? await proxy.call<Target>('proxy', sinkTarget) : sinkTarget;
@@ -224,6 +259,7 @@ async function main(): Promise<void> {
       load.call<number>('cpu'),
     ]);
     const sys0 = await (proxy ?? sink).call<number>('sys');
+    const h0 = await (proxy ?? sink).call<number>('helperCpu');
     const calls0 = await (proxy ?? sink).call<Record<string, number>>('calls');
     const t0 = performance.now();
     await load.call('load', target, size, messages);
@@ -246,6 +282,7 @@ async function main(): Promise<void> {
     ];
     const p1 = await (proxy ?? sink).call<{ in: number; out: number }>('packets');
     const sysMs = (await (proxy ?? sink).call<number>('sys')) - sys0;
+    const helperMs = (await (proxy ?? sink).call<number>('helperCpu')) - h0;
     const calls1 = await (proxy ?? sink).call<Record<string, number>>('calls');
     const mb = got.bytes / 1e6;
     const per = (ms: number): string =>
@@ -259,7 +296,8 @@ async function main(): Promise<void> {
     console.log(
       `${direct ? 'direct' : 'proxy'} ${size} B × ${got.messages}/${messages} in ${seconds.toFixed(2)} s: ${rate}; ` +
         `CPU ${proxy ? `proxy ${per(proxyMs)}, ` : ''}sink ${per(sinkMs)}, load ${per(loadMs)}` +
-        ` (${proxy ? 'proxy' : 'sink'} system ${Math.round((100 * sysMs) / (proxy ? proxyMs : sinkMs))} %)` +
+        ` (${proxy ? 'proxy' : 'sink'} system ${Math.round((100 * sysMs) / (proxy ? proxyMs : sinkMs))} %` +
+        `${helperMs > 0 ? `, of which its UDP helper ${per(helperMs)}` : ''}; udpIo ${proxy ? proxyIo : io})` +
         `; ${proxy ? 'proxy' : 'sink'} packets in ${((p1.in - p0.in) / got.messages).toFixed(3)}, out ${((p1.out - p0.out) / got.messages).toFixed(3)} per message` +
         ` (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
     );

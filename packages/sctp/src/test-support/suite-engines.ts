@@ -5,6 +5,7 @@
  * entry, and docs/sctp.md "Why our own engine"). `flaky` runs and reports without asserting; `skip`
  * is for what cannot run in the test process at all.
  */
+import { spawnSync } from 'node:child_process';
 import {
   createUserspaceSctpEngine,
   type SctpAssociationOptions,
@@ -104,6 +105,9 @@ const npmCommon: Record<string, Expectation> = {
   ),
 };
 
+/** A C compiler for the UDP helper (`udpIo: 'helper'`); without one its entry is left out. */
+export const HAS_CC = spawnSync('cc', ['--version']).status === 0;
+
 /** Every engine tried. */
 export const SUITE_ENGINES: readonly SuiteEngine[] = [
   {
@@ -112,6 +116,17 @@ export const SUITE_ENGINES: readonly SuiteEngine[] = [
     expected: {},
     concurrent: false,
   },
+  ...(HAS_CC
+    ? [
+        {
+          name: "userspace (ours), udpIo: 'helper'",
+          make: (o?: SctpAssociationOptions) =>
+            createUserspaceSctpEngine({ udpIo: 'helper', association: { ...FAST, ...o } }),
+          expected: {},
+          concurrent: false,
+        },
+      ]
+    : []),
   {
     name: 'werift-sctp 0.0.11, guarded',
     make: () => new ForeignSctpEngine(weriftStack),
