@@ -91,6 +91,8 @@ export class NativeConnection implements AcceptedConnection {
    * dials); it stays set until that first attempt's 'd' arrives.
    */
   pickEpoch = 0;
+  /** True once `connectionOpen` was published (a helper's death then publishes its close). */
+  opened = false;
 
   constructor(id: number, socket: EngineSocket, address: string, port: number) {
     this.id = id;

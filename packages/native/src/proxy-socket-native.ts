@@ -357,6 +357,7 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   #dialed(conn: NativeConnection): void {
     if (conn.state === 'closed') return;
     conn.endDial(true);
+    conn.opened = true;
     if (channels.connectionOpen.hasSubscribers) {
       const message: ConnectionOpenMessage = {
         service: this.#name,
@@ -387,7 +388,10 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** @internal EngineSocket */
   onClosed(conn: NativeConnection, how: CloseHow): void {
     if (conn.pickEpoch !== 0) conn.endpoint = ''; // closed while the helper dialled its pick
-    if (conn.endpoint !== '' && how !== 'helper-exit' && channels.connectionClose.hasSubscribers) {
+    // A helper that died took its byte counts along: the close is published with what Node knew
+    // (0), so the active gauges come back to the truth; only for a connection whose open was.
+    const published = how === 'helper-exit' ? conn.opened : conn.endpoint !== '';
+    if (published && channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
         service: this.#name,
         protocol: 'TCP',

@@ -325,8 +325,9 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     }
     const detail = error === undefined ? reason : `${reason}: ${error.message}`;
     this.#log.debug(`UDP session ${session.client} -> ${session.endpoint} ended (${detail})`);
-    // A helper that died took its counts along: nothing true to publish (as the TCP socket).
-    if (reason !== 'helper-exit') this.#reports.sessionClosed(session, totals);
+    // A helper that died took its counts along: the close is published with zeros (what Node
+    // knows), so the active gauges and the status page come back to the truth.
+    this.#reports.sessionClosed(session, totals);
     this.#checkIdle();
   }
 
