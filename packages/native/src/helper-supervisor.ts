@@ -6,7 +6,12 @@
  */
 import type { Logger } from '@userspace-proxy/core';
 import { NativeHelperError } from './errors.js';
-import { type HelperChild, type HelperProtocol, RestartBackoff } from './helper-process.js';
+import {
+  type HelperChild,
+  type HelperProtocol,
+  MAX_RESTART_DELAY_MS,
+  RestartBackoff,
+} from './helper-process.js';
 
 /** What a supervisor needs from its engine. */
 export interface HelperSupervisorOptions<H extends HelperChild> {
@@ -151,19 +156,31 @@ export class HelperSupervisor<H extends HelperChild> {
   }
 }
 
+/** What {@link relistenAll} retries a failed listen with, and where it counts the failures. */
+export interface RelistenRetry {
+  /** First retry delay, ms (the factory's restartBackoffMs), doubling up to 5 s. */
+  readonly firstMs: number;
+  /** Every failed listen after a restart is counted here (the first and each retry). */
+  readonly counters: { relistenFailures: number };
+}
+
 /**
  * Listens again on a restarted helper for each socket of `sockets` whose `where` is known, in
  * order, telling each how it went (`onRelisten`: undefined, or `failed`'s error for the errno); a
- * socket closed meanwhile (`open` false) has its new listener closed instead. False as soon as
- * the helper died again (its exit schedules the next restart), true once every socket is done.
+ * socket closed meanwhile (`open` false) has its new listener closed instead. A listen that
+ * failed (another process took the port meanwhile) is retried after `retry.firstMs`, doubling up
+ * to 5 s, for as long as the socket is open and that helper runs: the Proxier thinks the socket
+ * is open, so nothing else would ever listen again. False as soon as the helper died again (its
+ * exit schedules the next restart), true once every socket is done.
  */
 export async function relistenAll<W>(
   h: HelperChild & { closeListener(listener: number): Promise<void> },
-  sockets: ReadonlyMap<number, { onRelisten(error: unknown): void }>,
+  sockets: ReadonlyMap<number, { onRelisten(error: unknown, attempt?: number): void }>,
   where: ReadonlyMap<number, W>,
   listen: (listener: number, where: W) => Promise<{ errno: number }>,
   open: (listener: number) => boolean,
   failed: (errno: number, where: W) => Error,
+  retry: RelistenRetry,
 ): Promise<boolean> {
   for (const [listener, socket] of sockets) {
     const w = where.get(listener);
@@ -174,7 +191,38 @@ export async function relistenAll<W>(
       void h.closeListener(listener); // closed meanwhile
       continue;
     }
-    socket.onRelisten(r.errno === 0 ? undefined : failed(r.errno, w));
+    if (r.errno === 0) {
+      socket.onRelisten(undefined);
+      continue;
+    }
+    retry.counters.relistenFailures++;
+    socket.onRelisten(failed(r.errno, w), 1);
+    const again = (attempt: number, delay: number): void => {
+      const timer = setTimeout(async () => {
+        const now = where.get(listener);
+        if (h.isExited || !open(listener) || now === undefined) return;
+        const r2 = await listen(listener, now);
+        if (h.isExited) return;
+        if (!open(listener)) {
+          if (r2.errno === 0) void h.closeListener(listener);
+          return;
+        }
+        if (r2.errno === 0) {
+          socket.onRelisten(undefined, attempt);
+          return;
+        }
+        retry.counters.relistenFailures++;
+        socket.onRelisten(failed(r2.errno, now), attempt);
+        again(attempt + 1, Math.min(MAX_RESTART_DELAY_MS, delay * 2));
+      }, delay);
+      timer.unref();
+    };
+    again(2, retry.firstMs);
   }
   return true;
+}
+
+/** " (attempt N)" for a listen that succeeded on a retry, for the log line saying so. */
+export function relistenAttempt(attempt: number): string {
+  return attempt > 1 ? ` (attempt ${attempt})` : '';
 }

@@ -42,7 +42,8 @@ export interface EngineSocket {
   onRefusedAtCap(): void;
   onAcceptError(error: NodeJS.ErrnoException): void;
   onHelperExit(error: NativeHelperError): void;
-  onRelisten(error: unknown): void;
+  /** A listen after a restart: undefined when it worked; `attempt` counts the retries from 1. */
+  onRelisten(error: unknown, attempt?: number): void;
   /** Attempt 1 of a connection the helper dialled from a pick made ahead ended (errno 0: relaying). */
   onPickDialed(conn: NativeConnection, errno: number): void;
   /** A helper thread took epoch `epoch`'s picks ('p'). */

@@ -40,6 +40,7 @@ import {
 } from '@userspace-proxy/core/sockets';
 import type { NativeTcpEngine } from './engine.js';
 import { errnoError, type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import { relistenAttempt } from './helper-supervisor.js';
 import {
   type EngineSocket,
   type NativeConnection,
@@ -427,11 +428,16 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   /** @internal EngineSocket */
-  onRelisten(error: unknown): void {
+  onRelisten(error: unknown, attempt = 1): void {
     if (this.#closed) return;
     if (error === undefined) this.#ahead?.refill(); // the new helper's rings start empty
-    if (error === undefined) this.#log.info(`accepting again on ${this.#describe()}`);
-    else this.#log.error(`listening again on ${this.#describe()} failed`, error);
+    if (error === undefined) {
+      this.#log.info(`accepting again on ${this.#describe()}${relistenAttempt(attempt)}`);
+    } else if (attempt === 1) {
+      this.#log.error(`listening again on ${this.#describe()} failed; retrying`, error);
+    } else {
+      this.#log.debug(`listening again on ${this.#describe()} failed (attempt ${attempt})`);
+    }
   }
 
   #describe(): string {
@@ -481,8 +487,8 @@ class SocketForwarder implements EngineSocket {
   onHelperExit(e: NativeHelperError): void {
     this.socket?.onHelperExit(e);
   }
-  onRelisten(e: unknown): void {
-    this.socket?.onRelisten(e);
+  onRelisten(e: unknown, attempt?: number): void {
+    this.socket?.onRelisten(e, attempt);
   }
   onPickDialed(c: NativeConnection, errno: number): void {
     this.socket?.onPickDialed(c, errno);

@@ -27,6 +27,7 @@ import {
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
 import { errnoError, type NativeHelperError } from './errors.js';
+import { relistenAttempt } from './helper-supervisor.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
 import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
@@ -357,13 +358,15 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   }
 
   /** @internal UdpEngineSocket */
-  onRelisten(error: unknown): void {
+  onRelisten(error: unknown, attempt = 1): void {
     if (this.#closed) return;
     if (error === undefined) {
       this.#ahead?.refill();
-      this.#log.info(`serving again on ${this.#describe()}`);
+      this.#log.info(`serving again on ${this.#describe()}${relistenAttempt(attempt)}`);
+    } else if (attempt === 1) {
+      this.#log.error(`binding again on ${this.#describe()} failed; retrying`, error);
     } else {
-      this.#log.error(`binding again on ${this.#describe()} failed`, error);
+      this.#log.debug(`binding again on ${this.#describe()} failed (attempt ${attempt})`);
     }
   }
 
@@ -446,7 +449,7 @@ class UdpSocketForwarder implements UdpEngineSocket {
   onHelperExit(error: NativeHelperError): void {
     this.socket?.onHelperExit(error);
   }
-  onRelisten(error: unknown): void {
-    this.socket?.onRelisten(error);
+  onRelisten(error: unknown, attempt?: number): void {
+    this.socket?.onRelisten(error, attempt);
   }
 }
