@@ -299,7 +299,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     this.counters.helperExits++;
     const error = new NativeHelperError(`${why}; its listeners are down until it restarts`);
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#life.scheduleRestart();
+    this.#life.scheduleRestart(why, this.#sockets.size);
   }
 
   /** Listens again for every socket on a restarted helper; false when it died meanwhile. */

@@ -28,11 +28,18 @@ export interface HelperSupervisorOptions<H extends HelperChild> {
   readonly wanted: () => boolean;
   /**
    * Listens again for every socket on a restarted helper; false when it died meanwhile (its
-   * exit schedules the next restart), true once done (the back-off starts over).
+   * exit schedules the next restart), true once done.
    */
   readonly relisten: (h: H) => Promise<boolean>;
   readonly logger?: Logger | undefined;
 }
+
+/**
+ * A helper that stayed up this long resets the restart back-off when it dies (as the daemon's
+ * WORKER_RESTART_RESET_MS): a helper that crashes at every start backs off to 5 s instead of
+ * restarting every `restartBackoffMs` forever.
+ */
+export const HELPER_RESTART_RESET_MS = 30_000;
 
 /** How a helper's exit came about, from {@link HelperSupervisor.exited}. */
 export type HelperExit = 'replaced' | 'stopped' | 'died';
@@ -48,6 +55,10 @@ export class HelperSupervisor<H extends HelperChild> {
   #closing: Promise<void> | undefined;
   readonly #backoff: RestartBackoff;
   #restartTimer: NodeJS.Timeout | undefined;
+  /** When the running (or last) helper started, on the monotonic clock. */
+  #startedAt = 0;
+  /** Sockets down since the last death (for the log line of a restart that failed). */
+  #down = 0;
   #closed = false;
   #logger: Logger | undefined;
 
@@ -76,6 +87,7 @@ export class HelperSupervisor<H extends HelperChild> {
       .start()
       .then((h) => {
         this.#o.counters.helperStarts++;
+        this.#startedAt = performance.now();
         this.#helper = h;
         this.#o.started?.(h);
         return h;
@@ -132,11 +144,20 @@ export class HelperSupervisor<H extends HelperChild> {
     return intentional !== undefined ? 'stopped' : 'died';
   }
 
-  /** After a death: restarts the helper after the next back-off delay, while sockets want it. */
-  scheduleRestart(): void {
+  /**
+   * After a death: restarts the helper after the next back-off delay, while sockets want it. The
+   * back-off starts over only for a helper that had stayed up {@link HELPER_RESTART_RESET_MS}.
+   * This is the one line logged per death (`why`, and how many sockets are down until then).
+   */
+  scheduleRestart(why = 'it exited', socketsDown = 0): void {
     if (this.#closed || !this.#o.wanted()) return;
+    if (performance.now() - this.#startedAt >= HELPER_RESTART_RESET_MS) this.#backoff.reset();
     const delay = this.#backoff.next();
-    this.#logger?.warn(`restarting the native ${this.#o.protocol} helper in ${delay} ms`);
+    this.#down = socketsDown;
+    const down = socketsDown > 0 ? `; ${socketsDown} socket(s) down until then` : '';
+    this.#logger?.error(
+      `the native ${this.#o.protocol} helper is down (${why}); restarting it in ${delay} ms${down}`,
+    );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => void this.#restart(), delay);
   }
@@ -147,12 +168,12 @@ export class HelperSupervisor<H extends HelperChild> {
     try {
       h = await this.ensure(this.#logger as Logger);
     } catch (error) {
-      this.#logger?.error(`the native ${this.#o.protocol} helper failed to restart`, error);
-      this.scheduleRestart();
+      const why = error instanceof Error ? error.message : String(error);
+      this.scheduleRestart(`it failed to start again: ${why}`, this.#down);
       return;
     }
-    // A helper that came back and listens again resets the back-off on its next death.
-    if (await this.#o.relisten(h)) this.#backoff.reset();
+    // The back-off starts over once this helper stayed up a while (see scheduleRestart).
+    await this.#o.relisten(h);
   }
 }
 

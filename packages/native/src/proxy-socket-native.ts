@@ -424,7 +424,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** @internal EngineSocket */
   onHelperExit(error: NativeHelperError): void {
     this.#ahead?.reset();
-    if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
+    // The engine logs the death once for every socket (a line, not a stack per socket).
+    if (!this.#closed) this.#log.debug(`${this.#describe()} is down: ${error.message}`);
   }
 
   /** @internal EngineSocket */

@@ -234,7 +234,7 @@ export class NativeUdpEngine implements UdpHelperEvents {
       protocol: 'UDP',
     });
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#life.scheduleRestart();
+    this.#life.scheduleRestart(why, this.#sockets.size);
   }
 
   /** Binds again for every socket on a restarted helper; false when it died meanwhile. */

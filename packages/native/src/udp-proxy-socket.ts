@@ -354,7 +354,8 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   /** @internal UdpEngineSocket */
   onHelperExit(error: NativeHelperError): void {
     this.#ahead?.reset();
-    if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
+    // The engine logs the death once for every socket (a line, not a stack per socket).
+    if (!this.#closed) this.#log.debug(`${this.#describe()} is down: ${error.message}`);
   }
 
   /** @internal UdpEngineSocket */
