@@ -117,6 +117,7 @@ struct conn {
   int keepalive; /* the endpoint socket has keep-alive (set by the sweep, once it lived a second) */
   int holding;   /* held by an accept policy ('O'): the client is read into d[0].pend until relaying */
   uint32_t hold_max;
+  int rst_armed; /* the client holds SO_LINGER {1, 0}: it is reset if this process dies (held bytes) */
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
   struct conn *wnext; int rewatch; /* what epoll watches is set once, at the end of the turn */
 };
@@ -391,7 +392,21 @@ static void unlink_relaying(struct thread *t, struct conn *c) {
   c->next = c->prev = NULL;
 }
 
+/*
+ * A held client whose bytes the helper read is reset, not closed with a FIN, if the helper dies:
+ * a request followed by a FIN would look like a complete, empty answer. SO_LINGER {1, 0} makes the
+ * kernel's close at the process's death a reset; it is cleared once the bytes were handed over
+ * (relaying) and before a close asked as a FIN.
+ */
+static void arm_reset(struct conn *c, int on) {
+  if (c->rst_armed == on) return;
+  struct linger l = {on, 0};
+  (void)setsockopt(c->s[0].fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  c->rst_armed = on;
+}
+
 static void conn_close(struct thread *t, struct conn *c, int how, int reset_client, int reset_endpoint) {
+  if (!reset_client) arm_reset(c, 0);
   struct buf *b = &t->out;
   size_t at = frame_begin(b, 'c');
   put64(b, conn_id(t, c));
@@ -618,6 +633,7 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   }
   c->state = S_RELAY;
   c->holding = 0; /* what was held is d[0]'s pending bytes: written first, then its FIN if any */
+  arm_reset(c, 0);
   /* A endpoint that just connected has rarely sent anything: it is read once epoll says so. */
   c->d[1].unread = 1;
   c->last_ms = now_ms();
@@ -719,6 +735,7 @@ static void on_held_event(struct thread *t, struct conn *c, uint32_t events) {
       d->pend_off = 0;
       d->inpipe += (uint32_t)n;
       changed = 1;
+      arm_reset(c, 1);
       if ((size_t)n < room && n < PIPE_CHUNK) break; /* drained for now */
       continue;
     }
