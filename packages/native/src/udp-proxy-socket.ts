@@ -341,9 +341,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
         `${atCap} datagram(s) of new clients over maxUdpSessions or maxUdpSessionsPerSource`,
       );
     }
-    if (queueFull > 0) {
-      this.#log.debug(`${this.#name}: ${queueFull} datagram(s) dropped waiting for a session`);
-    }
+    if (queueFull > 0) this.#reports.logQueueFull(queueFull);
   }
 
   /** @internal UdpEngineSocket */
