@@ -261,6 +261,24 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
     expect(f.counters.helperStarts).toBe(2);
   });
 
+  it('publishes an open for every close, a connection that ends at once included', async () => {
+    // The endpoint answers and closes at once: the helper's dial result and close often come in
+    // one chunk, before the dial schedule's promise said the dial connected.
+    const b = await backend((s) => s.end('bye'));
+    const { host, port } = await proxy(new FakeLoadBalancer({ [key]: [b.endpoint] }));
+    const opens = count(CHANNELS.connectionOpen);
+    const closes = count(CHANNELS.connectionClose);
+    await Promise.all(
+      Array.from({ length: 40 }, async () => {
+        const c = await connectTcp(port, host);
+        await readToEnd(c);
+        c.destroy();
+      }),
+    );
+    await waitFor(() => closes.n === 40, 5000, 'every close published');
+    expect(opens.n).toBe(40);
+  });
+
   it('fails loudly for what it does not support', async () => {
     const lb = new FakeLoadBalancer({ [key]: [] });
     const ctx = createSocketContext({

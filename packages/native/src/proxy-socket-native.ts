@@ -358,16 +358,19 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   #dialed(conn: NativeConnection): void {
     if (conn.state === 'closed') return;
     conn.endDial(true);
+    this.#publishOpen(conn);
+  }
+
+  #publishOpen(conn: NativeConnection): void {
     conn.opened = true;
-    if (channels.connectionOpen.hasSubscribers) {
-      const message: ConnectionOpenMessage = {
-        service: this.#name,
-        protocol: 'TCP',
-        client: joinHostPort(conn.remoteAddress, conn.remotePort),
-        endpoint: conn.endpoint,
-      };
-      channels.connectionOpen.publish(message);
-    }
+    if (!channels.connectionOpen.hasSubscribers) return;
+    const message: ConnectionOpenMessage = {
+      service: this.#name,
+      protocol: 'TCP',
+      client: joinHostPort(conn.remoteAddress, conn.remotePort),
+      endpoint: conn.endpoint,
+    };
+    channels.connectionOpen.publish(message);
   }
 
   #dialFailed(conn: NativeConnection, error: unknown): void {
@@ -387,12 +390,14 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   /** @internal EngineSocket */
-  onClosed(conn: NativeConnection, how: CloseHow): void {
+  onClosed(conn: NativeConnection, _how: CloseHow): void {
     if (conn.pickEpoch !== 0) conn.endpoint = ''; // closed while the helper dialled its pick
+    // Connected, and closed before the dial schedule's promise said so (its 'd' and 'c' in one
+    // chunk): the open is published now, so that every close has its open and the gauge stays true.
+    if (!conn.opened && conn.connected && conn.endpoint !== '') this.#publishOpen(conn);
     // A helper that died took its byte counts along: the close is published with what Node knew
-    // (0), so the active gauges come back to the truth; only for a connection whose open was.
-    const published = how === 'helper-exit' ? conn.opened : conn.endpoint !== '';
-    if (published && channels.connectionClose.hasSubscribers) {
+    // (0), so the active gauges come back to the truth.
+    if (conn.opened && channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
         service: this.#name,
         protocol: 'TCP',
