@@ -57,6 +57,9 @@
  * Every accepted connection gets exactly one 'c'. A connection id names its thread (low 6 bits),
  * its slot and the slot's generation, so a late command for a closed connection is ignored.
  *
+ * Arguments: --threads N, --max-connections N; --out-max BYTES, a thread's frames waiting for Node
+ * past which it stops accepting (default 4 MiB; tests lower it).
+ *
  * Built with: cc -O2 -Wall -Wextra -Werror -pthread
  */
 #define _GNU_SOURCE

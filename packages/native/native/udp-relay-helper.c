@@ -40,6 +40,9 @@
  *   'p' u32 listener, u8 thread, u32 epoch
  * A malformed frame is skipped (its length says where the next one starts); a frame longer than
  * MAX_FRAME ends the process (Node restarts it). Closing stdin stops the helper.
+ *
+ * Arguments: --threads N; --out-max BYTES, a thread's frames waiting for Node past which it takes
+ * no new client (default 4 MiB; tests lower it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
