@@ -11,7 +11,8 @@
  * timeouts follow core's TCP socket. The main thread reads Node's listener commands from stdin
  * and hands them to the threads; each thread reads the commands for its own connections from a
  * pipe of its own (descriptor 3 + thread index), so a dial costs no hop between threads. Every
- * thread writes its events to stdout once per event-loop turn.
+ * thread writes its events to stdout once per event-loop turn, never blocking on Node's pipe (see
+ * "Output to Node" below).
  *
  * Frames, both ways: u32 length (big-endian, of what follows), u8 type, body; integers big-endian,
  * addresses as text (u8 length + bytes, inet_pton / inet_ntop form).
@@ -56,6 +57,9 @@
  * Every accepted connection gets exactly one 'c'. A connection id names its thread (low 6 bits),
  * its slot and the slot's generation, so a late command for a closed connection is ignored.
  *
+ * Arguments: --threads N, --max-connections N; --out-max BYTES, a thread's frames waiting for Node
+ * past which it stops accepting (default 4 MiB; tests lower it).
+ *
  * Built with: cc -O2 -Wall -Wextra -Werror -pthread
  */
 #define _GNU_SOURCE
@@ -86,6 +90,7 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 #define RING 64
+#define OUT_MAX_DEFAULT (4 * 1024 * 1024)
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
 enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED, S_HELD };
@@ -115,6 +120,7 @@ struct conn {
   int keepalive; /* the endpoint socket has keep-alive (set by the sweep, once it lived a second) */
   int holding;   /* held by an accept policy ('O'): the client is read into d[0].pend until relaying */
   uint32_t hold_max;
+  int rst_armed; /* the client holds SO_LINGER {1, 0}: it is reset if this process dies (held bytes) */
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
   struct conn *wnext; int rewatch; /* what epoll watches is set once, at the end of the turn */
 };
@@ -155,6 +161,8 @@ struct thread {
   struct listener *dead_listeners;
   struct buf out;
   int paused; int64_t resume_ms; int backoff_ms;
+  int out_paused;               /* not accepting: too many frames wait for Node (atomic) */
+  size_t pending;               /* bytes of frames waiting for Node's pipe (atomic) */
   int cmd_fd;                   /* Node's commands for this thread's connections */
   unsigned char *tbuf;          /* PIPE_CHUNK bytes: the copy buffer of every direction copying */
   unsigned char *cin; size_t cin_have;
@@ -219,19 +227,96 @@ static uint16_t addr_port(const struct sockaddr_storage *sa) {
                                          : ((const struct sockaddr_in *)sa)->sin_port);
 }
 
-/* One write(2) (or a few, when the pipe is full) for everything a turn produced. */
-static void flush(struct buf *b) {
+/*
+ * Output to Node. No thread ever blocks on Node's pipe: stdout is non-blocking, a thread writes
+ * its turn's frames at once when nothing waits before them, and what the pipe does not take
+ * waits in a queue of chunks (whole frames of one thread, in order) that the writer thread writes
+ * as the pipe drains. A thread whose chunks waiting pass out_max bytes (OUT_MAX_DEFAULT, 4 MiB)
+ * stops accepting (new clients wait in the kernel's backlog) until they drain; its connections
+ * keep relaying, and the frames it owes anyway (closes, dial results) are still queued: at most
+ * a few per connection, so they stay bounded by the connection cap.
+ */
+struct chunk {
+  struct chunk *next;
+  struct thread *t; /* the owner, woken when its frames drained (NULL: the main thread) */
+  size_t len, off;
+  unsigned char data[];
+};
+static pthread_cond_t out_cv = PTHREAD_COND_INITIALIZER;
+static struct chunk *out_head, *out_tail;
+static int out_writing;       /* the writer thread writes out_head outside the lock */
+static size_t main_pending;   /* the main thread's bytes waiting (its answers: never refused) */
+static size_t out_max = OUT_MAX_DEFAULT; /* --out-max BYTES (tests fill it with a few frames) */
+
+static size_t *pending_of(struct thread *t) { return t != NULL ? &t->pending : &main_pending; }
+
+/* Writes a buffer of whole frames now, or queues what the pipe does not take; never blocks. */
+static void flush_from(struct thread *t, struct buf *b) {
   if (b->len == 0) return;
   if (pthread_mutex_lock(&out_lock) != 0) die("lock");
   size_t off = 0;
-  while (off < b->len) {
+  while (off < b->len && !out_writing && out_head == NULL) {
     ssize_t n = write(1, b->p + off, b->len - off);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
     if (n <= 0) _exit(0); /* Node is gone: so are we */
     off += (size_t)n;
   }
+  if (off < b->len) {
+    size_t left = b->len - off;
+    struct chunk *c = malloc(sizeof *c + left);
+    if (c == NULL) die("out of memory");
+    c->next = NULL; c->t = t; c->len = left; c->off = 0;
+    memcpy(c->data, b->p + off, left);
+    if (out_tail != NULL) out_tail->next = c;
+    else out_head = c;
+    out_tail = c;
+    __atomic_add_fetch(pending_of(t), left, __ATOMIC_RELAXED);
+    if (pthread_cond_signal(&out_cv) != 0) die("signal");
+  }
   pthread_mutex_unlock(&out_lock);
   b->len = 0;
+}
+
+static void flush(struct buf *b) { flush_from(NULL, b); }
+
+/* True while a thread's frames waiting for Node pass out_max: it accepts no new client. */
+static int out_full(struct thread *t) { return __atomic_load_n(&t->pending, __ATOMIC_RELAXED) >= out_max; }
+
+/* The writer thread: writes the queued chunks in order as the pipe takes them. */
+static void *writer(void *arg) {
+  (void)arg;
+  for (;;) {
+    if (pthread_mutex_lock(&out_lock) != 0) die("lock");
+    while (out_head == NULL)
+      if (pthread_cond_wait(&out_cv, &out_lock) != 0) die("wait");
+    struct chunk *c = out_head;
+    out_writing = 1;
+    pthread_mutex_unlock(&out_lock);
+    while (c->off < c->len) {
+      ssize_t n = write(1, c->data + c->off, c->len - c->off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) {
+        struct pollfd pfd = {.fd = 1, .events = POLLOUT};
+        (void)poll(&pfd, 1, -1);
+        continue;
+      }
+      if (n <= 0) _exit(0);
+      c->off += (size_t)n;
+    }
+    if (pthread_mutex_lock(&out_lock) != 0) die("lock");
+    out_head = c->next;
+    if (out_head == NULL) out_tail = NULL;
+    size_t left = __atomic_sub_fetch(pending_of(c->t), c->len, __ATOMIC_RELAXED);
+    out_writing = 0;
+    pthread_mutex_unlock(&out_lock);
+    if (c->t != NULL && left < out_max && __atomic_load_n(&c->t->out_paused, __ATOMIC_RELAXED)) {
+      uint64_t one = 1; /* it accepts again at the end of its next turn */
+      if (write(c->t->wake, &one, sizeof one) < 0 && errno != EAGAIN) die("eventfd");
+    }
+    free(c);
+  }
+  return NULL;
 }
 
 /* ---- sockets ---- */
@@ -310,7 +395,21 @@ static void unlink_relaying(struct thread *t, struct conn *c) {
   c->next = c->prev = NULL;
 }
 
+/*
+ * A held client whose bytes the helper read is reset, not closed with a FIN, if the helper dies:
+ * a request followed by a FIN would look like a complete, empty answer. SO_LINGER {1, 0} makes the
+ * kernel's close at the process's death a reset; it is cleared once the bytes were handed over
+ * (relaying) and before a close asked as a FIN.
+ */
+static void arm_reset(struct conn *c, int on) {
+  if (c->rst_armed == on) return;
+  struct linger l = {on, 0};
+  (void)setsockopt(c->s[0].fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  c->rst_armed = on;
+}
+
 static void conn_close(struct thread *t, struct conn *c, int how, int reset_client, int reset_endpoint) {
+  if (!reset_client) arm_reset(c, 0);
   struct buf *b = &t->out;
   size_t at = frame_begin(b, 'c');
   put64(b, conn_id(t, c));
@@ -537,6 +636,7 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   }
   c->state = S_RELAY;
   c->holding = 0; /* what was held is d[0]'s pending bytes: written first, then its FIN if any */
+  arm_reset(c, 0);
   /* A endpoint that just connected has rarely sent anything: it is read once epoll says so. */
   c->d[1].unread = 1;
   c->last_ms = now_ms();
@@ -638,6 +738,7 @@ static void on_held_event(struct thread *t, struct conn *c, uint32_t events) {
       d->pend_off = 0;
       d->inpipe += (uint32_t)n;
       changed = 1;
+      arm_reset(c, 1);
       if ((size_t)n < room && n < PIPE_CHUNK) break; /* drained for now */
       continue;
     }
@@ -705,6 +806,7 @@ static void pause_accepting(struct thread *t, struct listener *l, int err) {
 
 static void resume_accepting(struct thread *t) {
   t->paused = 0;
+  if (t->out_paused) return;
   for (struct listener *x = t->listeners; x; x = x->next) arm_listener(t, x, 1);
 }
 
@@ -800,7 +902,7 @@ static void run_cmd(struct thread *t, struct cmd *m) {
     l->kind = K_LISTENER; l->fd = m->fd; l->lid = m->lid; l->shared = m->shared;
     l->armed = -1; /* not in the set yet: a shared socket while paused joins on resume */
     if (l->shared) l->armed = 0;
-    arm_listener(t, l, !t->paused);
+    arm_listener(t, l, !t->paused && !t->out_paused);
     l->next = t->listeners;
     t->listeners = l;
     return;
@@ -989,7 +1091,7 @@ static void *loop(void *arg) {
       int kind = *(int *)evs[i].data.ptr;
       if (kind == K_LISTENER) {
         struct listener *l = evs[i].data.ptr;
-        if (!t->paused && l->fd >= 0) on_accept(t, l);
+        if (!t->paused && !t->out_paused && l->fd >= 0) on_accept(t, l);
       }
       if (kind != K_SIDE) continue;
       struct side *s = evs[i].data.ptr;
@@ -1022,7 +1124,14 @@ static void *loop(void *arg) {
     if (t->hlen > 0 && t->heap[0].at <= now) expire_dials(t, now);
     if (now >= next_sweep) { sweep(t, now); next_sweep = now + 1000; }
     rewatch_all(t);
-    flush(&t->out);
+    flush_from(t, &t->out);
+    /* Accepting waits while Node is behind (the writer wakes the thread once it caught up). */
+    int full = out_full(t);
+    if (full != t->out_paused) {
+      __atomic_store_n(&t->out_paused, full, __ATOMIC_RELAXED);
+      if (!t->paused)
+        for (struct listener *x = t->listeners; x; x = x->next) arm_listener(t, x, !full);
+    }
     while (t->dead) { struct conn *c = t->dead; t->dead = c->next; free(c); }
     while (t->dead_listeners) { struct listener *l = t->dead_listeners; t->dead_listeners = l->next; free(l); }
   }
@@ -1192,6 +1301,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--threads") == 0) nthreads = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--out-max") == 0 && atol(argv[i + 1]) > 0) out_max = (size_t)atol(argv[i + 1]);
   }
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
@@ -1201,6 +1311,10 @@ int main(int argc, char **argv) {
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
+  int ofl = fcntl(1, F_GETFL);
+  if (ofl < 0 || fcntl(1, F_SETFL, ofl | O_NONBLOCK) < 0) die("fcntl stdout");
+  pthread_t wtid;
+  if (pthread_create(&wtid, NULL, writer, NULL) != 0) die("pthread_create");
   static int wake_kind = K_WAKE, cmd_kind = K_CMD;
   for (int i = 0; i < nthreads; i++) {
     struct thread *t = &threads[i];

@@ -25,7 +25,8 @@
  *   'V' u64 session, u8 ok, u16 port, u8 alen, addr
  *                              Node's verdict on an 'n': connect to addr:port, or drop (ok 0)
  *   'C' u64 session, u8 reason close a session (reason as in 'c'); answered by 'c'
- * helper -> Node, on stdout (whole frames, a thread's frames of one turn in one write):
+ * helper -> Node, on stdout (whole frames, a thread's frames of one turn in one write when the pipe
+ * takes them; never a blocking write: see "Output to Node" below):
  *   'H' u32 threads, u32 version
  *   'l' u32 listener, i32 errno, u16 port
  *   'x' u32 listener
@@ -39,11 +40,16 @@
  *   'p' u32 listener, u8 thread, u32 epoch
  * A malformed frame is skipped (its length says where the next one starts); a frame longer than
  * MAX_FRAME ends the process (Node restarts it). Closing stdin stops the helper.
+ *
+ * Arguments: --threads N; --out-max BYTES, a thread's frames waiting for Node past which it takes
+ * no new client (default 4 MiB; tests lower it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -66,6 +72,7 @@
 #define QUEUE_BYTES (256 * 1024)
 #define THREAD_QUEUE_BYTES (8 * 1024 * 1024)
 #define OUT_FLUSH (64 * 1024)
+#define OUT_MAX_DEFAULT (4 * 1024 * 1024)
 #define VERSION 1
 #define DROP_REPORT_MS 100
 
@@ -165,6 +172,7 @@ struct thread {
   struct session *dead;
   uint64_t seq;
   size_t queued_bytes;
+  size_t pending; /* bytes of frames waiting for Node's pipe (under outmu) */
   unsigned char *out;
   size_t outlen, outcap;
   unsigned char *bufs;
@@ -242,28 +250,105 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
-static void write_all(const unsigned char *p, size_t n) {
-  while (n > 0) {
+/*
+ * Output to Node. No thread ever blocks on Node's pipe: stdout is non-blocking, a thread writes
+ * its turn's frames at once when nothing waits before them, and what the pipe does not take
+ * waits in a queue of chunks (whole frames of one thread, in order) that the writer thread writes
+ * as the pipe drains. A thread whose chunks waiting pass out_max bytes (OUT_MAX_DEFAULT, 4 MiB)
+ * takes no new client until they drain (its new sources are dropped and counted as queue-full drops); its sessions keep
+ * relaying, and the frames it owes anyway (closes, acks) are still queued: at most one close per
+ * session, so they stay bounded by the sessions.
+ */
+struct chunk {
+  struct chunk *next;
+  size_t *pending; /* the owner's bytes waiting, made smaller once written */
+  size_t len, off;
+  unsigned char data[];
+};
+static pthread_cond_t outcv = PTHREAD_COND_INITIALIZER;
+static struct chunk *ohead, *otail;
+static int owriting;          /* the writer thread writes ohead outside the lock */
+static size_t main_pending;   /* the main thread's bytes waiting (its answers: never refused) */
+static size_t out_max = OUT_MAX_DEFAULT; /* --out-max BYTES (tests fill it with a few frames) */
+
+static void enqueue_out(size_t *pending, const unsigned char *p, size_t n) {
+  struct chunk *c = malloc(sizeof(*c) + n);
+  if (c == NULL) die("out of memory");
+  c->next = NULL;
+  c->pending = pending;
+  c->len = n;
+  c->off = 0;
+  memcpy(c->data, p, n);
+  if (otail != NULL) otail->next = c;
+  else ohead = c;
+  otail = c;
+  __atomic_add_fetch(pending, n, __ATOMIC_RELAXED);
+  if (pthread_cond_signal(&outcv) != 0) die("signal");
+}
+
+/* Writes frames now, or queues what the pipe does not take; never blocks on the pipe. */
+static void out_write(size_t *pending, const unsigned char *p, size_t n) {
+  if (pthread_mutex_lock(&outmu) != 0) die("lock");
+  while (n > 0 && !owriting && ohead == NULL) {
     ssize_t w = write(1, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;
       exit(0); /* Node went away */
     }
     p += w;
     n -= (size_t)w;
   }
-}
-
-/* Writes frames now (the main thread's answers). */
-static void emit_now(const unsigned char *f, size_t n) {
-  if (pthread_mutex_lock(&outmu) != 0) die("lock");
-  write_all(f, n);
+  if (n > 0) enqueue_out(pending, p, n);
   if (pthread_mutex_unlock(&outmu) != 0) die("unlock");
 }
 
+/* The writer thread: writes the queued chunks in order as the pipe takes them. */
+static void *writer_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    if (pthread_mutex_lock(&outmu) != 0) die("lock");
+    while (ohead == NULL) {
+      if (pthread_cond_wait(&outcv, &outmu) != 0) die("wait");
+    }
+    struct chunk *c = ohead;
+    owriting = 1;
+    if (pthread_mutex_unlock(&outmu) != 0) die("unlock");
+    while (c->off < c->len) {
+      ssize_t w = write(1, c->data + c->off, c->len - c->off);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) {
+          struct pollfd pfd = {.fd = 1, .events = POLLOUT};
+          (void)poll(&pfd, 1, -1);
+          continue;
+        }
+        exit(0);
+      }
+      c->off += (size_t)w;
+    }
+    if (pthread_mutex_lock(&outmu) != 0) die("lock");
+    ohead = c->next;
+    if (ohead == NULL) otail = NULL;
+    __atomic_sub_fetch(c->pending, c->len, __ATOMIC_RELAXED);
+    owriting = 0;
+    if (pthread_mutex_unlock(&outmu) != 0) die("unlock");
+    free(c);
+  }
+  return NULL;
+}
+
+/* True while a thread's frames waiting for Node pass out_max: it takes no new client. */
+static int out_full(struct thread *t) {
+  return __atomic_load_n(&t->pending, __ATOMIC_RELAXED) >= out_max;
+}
+
+/* Writes frames now (the main thread's answers). */
+static void emit_now(const unsigned char *f, size_t n) { out_write(&main_pending, f, n); }
+
 static void flush_out(struct thread *t) {
   if (t->outlen == 0) return;
-  emit_now(t->out, t->outlen);
+  out_write(&t->pending, t->out, t->outlen);
   t->outlen = 0;
 }
 
@@ -593,6 +678,11 @@ static void enqueue(struct thread *t, struct session *s, const unsigned char *da
 static struct session *sess_new(struct thread *t, struct tlistener *l, const addr_t *from,
                                 socklen_t flen, uint64_t now) {
   struct glistener *g = l->g;
+  if (out_full(t)) { /* Node is not reading: a new client waits for nothing but it */
+    l->drop_queue++;
+    t->drops_pending = 1;
+    return NULL;
+  }
   int n = __atomic_add_fetch(&g->sessions, 1, __ATOMIC_RELAXED);
   if ((uint32_t)n > g->max_sessions) {
     __atomic_sub_fetch(&g->sessions, 1, __ATOMIC_RELAXED);
@@ -989,6 +1079,10 @@ static void sweep(struct thread *t, uint64_t now) {
 
 /* Reports the datagrams dropped since the last report ('d'), at most every DROP_REPORT_MS. */
 static void report_drops(struct thread *t, uint64_t now) {
+  if (out_full(t)) { /* the counts wait for Node with the rest */
+    t->last_drop_report = now;
+    return;
+  }
   t->drops_pending = 0;
   t->last_drop_report = now;
   for (struct tlistener *l = t->listeners; l != NULL; l = l->next) {
@@ -1274,6 +1368,7 @@ static void on_frame(const unsigned char *b, uint32_t len) {
 int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i++)
     if (strcmp(argv[i], "--threads") == 0) nthreads = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--out-max") == 0 && atol(argv[i + 1]) > 0) out_max = (size_t)atol(argv[i + 1]);
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
   if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) die("signal");
@@ -1283,6 +1378,10 @@ int main(int argc, char **argv) {
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
+  int fl = fcntl(1, F_GETFL);
+  if (fl < 0 || fcntl(1, F_SETFL, fl | O_NONBLOCK) != 0) die("fcntl stdout");
+  pthread_t writer;
+  if (pthread_create(&writer, NULL, writer_main, NULL) != 0) die("pthread_create");
   for (int i = 0; i < nthreads; i++) {
     struct thread *t = &threads[i];
     t->idx = i;

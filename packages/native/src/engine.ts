@@ -28,6 +28,11 @@ export interface NativeTcpCounters {
   helperStarts: number;
   /** Helper processes that died without being asked to. */
   helperExits: number;
+  /**
+   * Listens again after a restart that failed (the port taken meanwhile): the first and each
+   * retry (retried with back-off while the socket is open).
+   */
+  relistenFailures: number;
   /** Connections the helper accepted. */
   accepted: number;
   /** Connections closed at accept because the helper was at `maxHelperConnections`. */
@@ -55,6 +60,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
   readonly counters: NativeTcpCounters = {
     helperStarts: 0,
     helperExits: 0,
+    relistenFailures: 0,
     accepted: 0,
     refusedAtCap: 0,
     acceptErrors: 0,
@@ -293,7 +299,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     this.counters.helperExits++;
     const error = new NativeHelperError(`${why}; its listeners are down until it restarts`);
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#life.scheduleRestart();
+    this.#life.scheduleRestart(why, this.#sockets.size);
   }
 
   /** Listens again for every socket on a restarted helper; false when it died meanwhile. */
@@ -305,6 +311,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
       (l, w) => h.listen(l, w.address, w.port, w.backlog),
       (l) => this.#sockets.has(l),
       (errno, w) => errnoError('listen', errnoName(errno), `${w.address}:${w.port}`),
+      { firstMs: this.#opts.restartBackoffMs, counters: this.counters },
     );
   }
 }

@@ -6,7 +6,12 @@
  */
 import type { Logger } from '@userspace-proxy/core';
 import { NativeHelperError } from './errors.js';
-import { type HelperChild, type HelperProtocol, RestartBackoff } from './helper-process.js';
+import {
+  type HelperChild,
+  type HelperProtocol,
+  MAX_RESTART_DELAY_MS,
+  RestartBackoff,
+} from './helper-process.js';
 
 /** What a supervisor needs from its engine. */
 export interface HelperSupervisorOptions<H extends HelperChild> {
@@ -23,11 +28,18 @@ export interface HelperSupervisorOptions<H extends HelperChild> {
   readonly wanted: () => boolean;
   /**
    * Listens again for every socket on a restarted helper; false when it died meanwhile (its
-   * exit schedules the next restart), true once done (the back-off starts over).
+   * exit schedules the next restart), true once done.
    */
   readonly relisten: (h: H) => Promise<boolean>;
   readonly logger?: Logger | undefined;
 }
+
+/**
+ * A helper that stayed up this long resets the restart back-off when it dies (as the daemon's
+ * WORKER_RESTART_RESET_MS): a helper that crashes at every start backs off to 5 s instead of
+ * restarting every `restartBackoffMs` forever.
+ */
+export const HELPER_RESTART_RESET_MS = 30_000;
 
 /** How a helper's exit came about, from {@link HelperSupervisor.exited}. */
 export type HelperExit = 'replaced' | 'stopped' | 'died';
@@ -43,6 +55,10 @@ export class HelperSupervisor<H extends HelperChild> {
   #closing: Promise<void> | undefined;
   readonly #backoff: RestartBackoff;
   #restartTimer: NodeJS.Timeout | undefined;
+  /** When the running (or last) helper started, on the monotonic clock. */
+  #startedAt = 0;
+  /** Sockets down since the last death (for the log line of a restart that failed). */
+  #down = 0;
   #closed = false;
   #logger: Logger | undefined;
 
@@ -71,6 +87,7 @@ export class HelperSupervisor<H extends HelperChild> {
       .start()
       .then((h) => {
         this.#o.counters.helperStarts++;
+        this.#startedAt = performance.now();
         this.#helper = h;
         this.#o.started?.(h);
         return h;
@@ -127,11 +144,20 @@ export class HelperSupervisor<H extends HelperChild> {
     return intentional !== undefined ? 'stopped' : 'died';
   }
 
-  /** After a death: restarts the helper after the next back-off delay, while sockets want it. */
-  scheduleRestart(): void {
+  /**
+   * After a death: restarts the helper after the next back-off delay, while sockets want it. The
+   * back-off starts over only for a helper that had stayed up {@link HELPER_RESTART_RESET_MS}.
+   * This is the one line logged per death (`why`, and how many sockets are down until then).
+   */
+  scheduleRestart(why = 'it exited', socketsDown = 0): void {
     if (this.#closed || !this.#o.wanted()) return;
+    if (performance.now() - this.#startedAt >= HELPER_RESTART_RESET_MS) this.#backoff.reset();
     const delay = this.#backoff.next();
-    this.#logger?.warn(`restarting the native ${this.#o.protocol} helper in ${delay} ms`);
+    this.#down = socketsDown;
+    const down = socketsDown > 0 ? `; ${socketsDown} socket(s) down until then` : '';
+    this.#logger?.error(
+      `the native ${this.#o.protocol} helper is down (${why}); restarting it in ${delay} ms${down}`,
+    );
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => void this.#restart(), delay);
   }
@@ -142,28 +168,40 @@ export class HelperSupervisor<H extends HelperChild> {
     try {
       h = await this.ensure(this.#logger as Logger);
     } catch (error) {
-      this.#logger?.error(`the native ${this.#o.protocol} helper failed to restart`, error);
-      this.scheduleRestart();
+      const why = error instanceof Error ? error.message : String(error);
+      this.scheduleRestart(`it failed to start again: ${why}`, this.#down);
       return;
     }
-    // A helper that came back and listens again resets the back-off on its next death.
-    if (await this.#o.relisten(h)) this.#backoff.reset();
+    // The back-off starts over once this helper stayed up a while (see scheduleRestart).
+    await this.#o.relisten(h);
   }
+}
+
+/** What {@link relistenAll} retries a failed listen with, and where it counts the failures. */
+export interface RelistenRetry {
+  /** First retry delay, ms (the factory's restartBackoffMs), doubling up to 5 s. */
+  readonly firstMs: number;
+  /** Every failed listen after a restart is counted here (the first and each retry). */
+  readonly counters: { relistenFailures: number };
 }
 
 /**
  * Listens again on a restarted helper for each socket of `sockets` whose `where` is known, in
  * order, telling each how it went (`onRelisten`: undefined, or `failed`'s error for the errno); a
- * socket closed meanwhile (`open` false) has its new listener closed instead. False as soon as
- * the helper died again (its exit schedules the next restart), true once every socket is done.
+ * socket closed meanwhile (`open` false) has its new listener closed instead. A listen that
+ * failed (another process took the port meanwhile) is retried after `retry.firstMs`, doubling up
+ * to 5 s, for as long as the socket is open and that helper runs: the Proxier thinks the socket
+ * is open, so nothing else would ever listen again. False as soon as the helper died again (its
+ * exit schedules the next restart), true once every socket is done.
  */
 export async function relistenAll<W>(
   h: HelperChild & { closeListener(listener: number): Promise<void> },
-  sockets: ReadonlyMap<number, { onRelisten(error: unknown): void }>,
+  sockets: ReadonlyMap<number, { onRelisten(error: unknown, attempt?: number): void }>,
   where: ReadonlyMap<number, W>,
   listen: (listener: number, where: W) => Promise<{ errno: number }>,
   open: (listener: number) => boolean,
   failed: (errno: number, where: W) => Error,
+  retry: RelistenRetry,
 ): Promise<boolean> {
   for (const [listener, socket] of sockets) {
     const w = where.get(listener);
@@ -174,7 +212,38 @@ export async function relistenAll<W>(
       void h.closeListener(listener); // closed meanwhile
       continue;
     }
-    socket.onRelisten(r.errno === 0 ? undefined : failed(r.errno, w));
+    if (r.errno === 0) {
+      socket.onRelisten(undefined);
+      continue;
+    }
+    retry.counters.relistenFailures++;
+    socket.onRelisten(failed(r.errno, w), 1);
+    const again = (attempt: number, delay: number): void => {
+      const timer = setTimeout(async () => {
+        const now = where.get(listener);
+        if (h.isExited || !open(listener) || now === undefined) return;
+        const r2 = await listen(listener, now);
+        if (h.isExited) return;
+        if (!open(listener)) {
+          if (r2.errno === 0) void h.closeListener(listener);
+          return;
+        }
+        if (r2.errno === 0) {
+          socket.onRelisten(undefined, attempt);
+          return;
+        }
+        retry.counters.relistenFailures++;
+        socket.onRelisten(failed(r2.errno, now), attempt);
+        again(attempt + 1, Math.min(MAX_RESTART_DELAY_MS, delay * 2));
+      }, delay);
+      timer.unref();
+    };
+    again(2, retry.firstMs);
   }
   return true;
+}
+
+/** " (attempt N)" for a listen that succeeded on a retry, for the log line saying so. */
+export function relistenAttempt(attempt: number): string {
+  return attempt > 1 ? ` (attempt ${attempt})` : '';
 }

@@ -42,7 +42,8 @@ export interface EngineSocket {
   onRefusedAtCap(): void;
   onAcceptError(error: NodeJS.ErrnoException): void;
   onHelperExit(error: NativeHelperError): void;
-  onRelisten(error: unknown): void;
+  /** A listen after a restart: undefined when it worked; `attempt` counts the retries from 1. */
+  onRelisten(error: unknown, attempt?: number): void;
   /** Attempt 1 of a connection the helper dialled from a pick made ahead ended (errno 0: relaying). */
   onPickDialed(conn: NativeConnection, errno: number): void;
   /** A helper thread took epoch `epoch`'s picks ('p'). */
@@ -91,6 +92,10 @@ export class NativeConnection implements AcceptedConnection {
    * dials); it stays set until that first attempt's 'd' arrives.
    */
   pickEpoch = 0;
+  /** True once `connectionOpen` was published: its close is published then, and only then. */
+  opened = false;
+  /** True once an attempt connected (the helper relays), maybe before Node heard of the dial's end. */
+  connected = false;
 
   constructor(id: number, socket: EngineSocket, address: string, port: number) {
     this.id = id;
@@ -198,6 +203,7 @@ export class DialAttempt extends EventEmitter {
     this.#settled = true;
     if (this.conn.pending === this) this.conn.pending = undefined;
     if (error === undefined) {
+      this.conn.connected = true;
       if (this.conn.state !== 'closed') this.conn.state = 'relaying';
       this.conn.held = 0;
       // Now, not when the dial schedule's promise settles: the connection's 'c' may be the next

@@ -204,6 +204,22 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket accept policy', () => {
     await waitFor(() => socket.activeConnections() === 0, 5_000, 'counted closed');
   }, 20_000);
 
+  it('resets a held client whose bytes it read when the helper dies, and closes a silent one', async () => {
+    const policy = new RecordingPolicy('hold');
+    const { socket, native } = await open(policy, [], { restartBackoffMs: 50 });
+    const asked = await client(socket);
+    const silent = await client(socket);
+    asked.write('GET / HTTP/1.0\r\n\r\n');
+    await waitFor(() => policy.seen.length === 2, 5_000, 'both held');
+    await waitFor(() => policy.seen.some((c) => c.heldBytes > 0), 5_000, 'the request held');
+    const ends = [readToEnd(asked), readToEnd(silent)];
+    process.kill(native.helperPid() as number, 'SIGKILL');
+    const [a, b] = await Promise.all(ends);
+    // A FIN after a request would read as a complete, empty answer.
+    expect(a?.ended).toBe('ECONNRESET');
+    expect(b?.ended).not.toBe('ECONNRESET');
+  }, 20_000);
+
   it('carries a FIN the client sent while held, after its bytes', async () => {
     const backend = await echo();
     const policy = new RecordingPolicy('hold');

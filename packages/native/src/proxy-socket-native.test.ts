@@ -69,6 +69,17 @@ async function roundTrip(host: string, port: number, payload: Buffer): Promise<B
   return data;
 }
 
+/** Counts the messages of a diagnostics channel until the test ends. */
+function count(channel: string): { n: number } {
+  const c = { n: 0 };
+  const on = (): void => {
+    c.n++;
+  };
+  subscribe(channel, on);
+  cleanup.push(async () => unsubscribe(channel, on));
+  return c;
+}
+
 function recordRefusals(): string[] {
   const reasons: string[] = [];
   const listener = (m: unknown) => reasons.push((m as { reason: string }).reason);
@@ -224,13 +235,17 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
     const b = await backend();
     const f = factory({ restartBackoffMs: 20 });
     const { host, port } = await proxy(new FakeLoadBalancer({ [key]: [b.endpoint] }), f);
+    const opens = count(CHANNELS.connectionOpen);
+    const closes = count(CHANNELS.connectionClose);
     const c = await connectTcp(port, host);
     const cut = readToEnd(c);
-    await waitFor(() => b.sockets.size === 1, 5000);
+    await waitFor(() => b.sockets.size === 1 && opens.n === 1, 5000);
     const pid = f.helperPid() as number;
     process.kill(pid, 'SIGKILL');
     expect(['ECONNRESET', 'end', 'close']).toContain((await cut).ended);
     await waitFor(() => f.counters.helperExits === 1 && f.helperPid() !== undefined, 5000);
+    // The connection the helper died with is published closed (the active gauges come back).
+    await waitFor(() => closes.n === 1, 5000, 'the close of the connection the helper took');
     expect(f.helperPid()).not.toBe(pid);
     await waitFor(
       async () => {
@@ -244,6 +259,24 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket', () => {
       'a connection through the restarted helper',
     );
     expect(f.counters.helperStarts).toBe(2);
+  });
+
+  it('publishes an open for every close, a connection that ends at once included', async () => {
+    // The endpoint answers and closes at once: the helper's dial result and close often come in
+    // one chunk, before the dial schedule's promise said the dial connected.
+    const b = await backend((s) => s.end('bye'));
+    const { host, port } = await proxy(new FakeLoadBalancer({ [key]: [b.endpoint] }));
+    const opens = count(CHANNELS.connectionOpen);
+    const closes = count(CHANNELS.connectionClose);
+    await Promise.all(
+      Array.from({ length: 40 }, async () => {
+        const c = await connectTcp(port, host);
+        await readToEnd(c);
+        c.destroy();
+      }),
+    );
+    await waitFor(() => closes.n === 40, 5000, 'every close published');
+    expect(opens.n).toBe(40);
   });
 
   it('fails loudly for what it does not support', async () => {

@@ -40,6 +40,7 @@ import {
 } from '@userspace-proxy/core/sockets';
 import type { NativeTcpEngine } from './engine.js';
 import { errnoError, type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import { relistenAttempt } from './helper-supervisor.js';
 import {
   type EngineSocket,
   type NativeConnection,
@@ -357,15 +358,19 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   #dialed(conn: NativeConnection): void {
     if (conn.state === 'closed') return;
     conn.endDial(true);
-    if (channels.connectionOpen.hasSubscribers) {
-      const message: ConnectionOpenMessage = {
-        service: this.#name,
-        protocol: 'TCP',
-        client: joinHostPort(conn.remoteAddress, conn.remotePort),
-        endpoint: conn.endpoint,
-      };
-      channels.connectionOpen.publish(message);
-    }
+    this.#publishOpen(conn);
+  }
+
+  #publishOpen(conn: NativeConnection): void {
+    conn.opened = true;
+    if (!channels.connectionOpen.hasSubscribers) return;
+    const message: ConnectionOpenMessage = {
+      service: this.#name,
+      protocol: 'TCP',
+      client: joinHostPort(conn.remoteAddress, conn.remotePort),
+      endpoint: conn.endpoint,
+    };
+    channels.connectionOpen.publish(message);
   }
 
   #dialFailed(conn: NativeConnection, error: unknown): void {
@@ -385,9 +390,14 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   }
 
   /** @internal EngineSocket */
-  onClosed(conn: NativeConnection, how: CloseHow): void {
+  onClosed(conn: NativeConnection, _how: CloseHow): void {
     if (conn.pickEpoch !== 0) conn.endpoint = ''; // closed while the helper dialled its pick
-    if (conn.endpoint !== '' && how !== 'helper-exit' && channels.connectionClose.hasSubscribers) {
+    // Connected, and closed before the dial schedule's promise said so (its 'd' and 'c' in one
+    // chunk): the open is published now, so that every close has its open and the gauge stays true.
+    if (!conn.opened && conn.connected && conn.endpoint !== '') this.#publishOpen(conn);
+    // A helper that died took its byte counts along: the close is published with what Node knew
+    // (0), so the active gauges come back to the truth.
+    if (conn.opened && channels.connectionClose.hasSubscribers) {
       const message: ConnectionCloseMessage = {
         service: this.#name,
         protocol: 'TCP',
@@ -419,15 +429,21 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** @internal EngineSocket */
   onHelperExit(error: NativeHelperError): void {
     this.#ahead?.reset();
-    if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
+    // The engine logs the death once for every socket (a line, not a stack per socket).
+    if (!this.#closed) this.#log.debug(`${this.#describe()} is down: ${error.message}`);
   }
 
   /** @internal EngineSocket */
-  onRelisten(error: unknown): void {
+  onRelisten(error: unknown, attempt = 1): void {
     if (this.#closed) return;
     if (error === undefined) this.#ahead?.refill(); // the new helper's rings start empty
-    if (error === undefined) this.#log.info(`accepting again on ${this.#describe()}`);
-    else this.#log.error(`listening again on ${this.#describe()} failed`, error);
+    if (error === undefined) {
+      this.#log.info(`accepting again on ${this.#describe()}${relistenAttempt(attempt)}`);
+    } else if (attempt === 1) {
+      this.#log.error(`listening again on ${this.#describe()} failed; retrying`, error);
+    } else {
+      this.#log.debug(`listening again on ${this.#describe()} failed (attempt ${attempt})`);
+    }
   }
 
   #describe(): string {
@@ -477,8 +493,8 @@ class SocketForwarder implements EngineSocket {
   onHelperExit(e: NativeHelperError): void {
     this.socket?.onHelperExit(e);
   }
-  onRelisten(e: unknown): void {
-    this.socket?.onRelisten(e);
+  onRelisten(e: unknown, attempt?: number): void {
+    this.socket?.onRelisten(e, attempt);
   }
   onPickDialed(c: NativeConnection, errno: number): void {
     this.socket?.onPickDialed(c, errno);

@@ -23,6 +23,11 @@ export interface NativeUdpCounters {
   helperStarts: number;
   /** Helper processes that died without being asked to. */
   helperExits: number;
+  /**
+   * Listens again after a restart that failed (the port taken meanwhile): the first and each
+   * retry (retried with back-off while the socket is open).
+   */
+  relistenFailures: number;
   /** Sessions the helper opened with an endpoint picked ahead (no round trip to Node). */
   sessionsAhead: number;
   /** New clients the helper asked Node about ('n' frames). */
@@ -41,7 +46,8 @@ export interface UdpEngineSocket {
   onDropped(atCap: number, queueFull: number): void;
   onPicksTaken(thread: number, epoch: number): void;
   onHelperExit(error: NativeHelperError): void;
-  onRelisten(error: unknown): void;
+  /** A listen after a restart: undefined when it worked; `attempt` counts the retries from 1. */
+  onRelisten(error: unknown, attempt?: number): void;
 }
 
 /** Options of the engine (withNativeUdp's, resolved). */
@@ -55,6 +61,7 @@ export class NativeUdpEngine implements UdpHelperEvents {
   readonly counters: NativeUdpCounters = {
     helperStarts: 0,
     helperExits: 0,
+    relistenFailures: 0,
     sessionsAhead: 0,
     sessionsAsked: 0,
     droppedAtCap: 0,
@@ -66,8 +73,10 @@ export class NativeUdpEngine implements UdpHelperEvents {
   /** Session id -> its socket's listener. */
   readonly #sessions = new Map<number, number>();
   #nextListener = 1;
+  readonly #restartBackoffMs: number;
 
   constructor(opts: UdpEngineOptions) {
+    this.#restartBackoffMs = opts.restartBackoffMs;
     this.#life = new HelperSupervisor({
       protocol: 'UDP',
       start: () => UdpHelper.start(opts, this),
@@ -225,7 +234,7 @@ export class NativeUdpEngine implements UdpHelperEvents {
       protocol: 'UDP',
     });
     for (const socket of this.#sockets.values()) socket.onHelperExit(error);
-    this.#life.scheduleRestart();
+    this.#life.scheduleRestart(why, this.#sockets.size);
   }
 
   /** Binds again for every socket on a restarted helper; false when it died meanwhile. */
@@ -237,6 +246,7 @@ export class NativeUdpEngine implements UdpHelperEvents {
       (l, w) => h.listen(l, w),
       (l) => this.#where.has(l),
       (errno, w) => errnoError('bind', errnoName(errno), `${w.address}:${w.port}`),
+      { firstMs: this.#restartBackoffMs, counters: this.counters },
     );
   }
 }

@@ -320,12 +320,16 @@ describe.skipIf(!HAS_CC)('withNativeUdp', () => {
     const b = await backend();
     const lb = new FakeLoadBalancer({ [key]: [b.endpoint] });
     const { socket, host, port, f } = await proxy(lb, factory({ restartBackoffMs: 20 }));
+    const closed = collect<{ bytesIn: number }>(CHANNELS.udpSessionClose);
     const c = await client();
     expect(await ask(c, port, host, 'before')).toBe('before');
     const pid = f.helperPid() as number;
     process.kill(pid, 'SIGKILL');
     await waitFor(() => f.helperPid() !== undefined && f.helperPid() !== pid, 5000, 'restarted');
     expect(socket.sessionCount).toBe(0);
+    // The session the helper died with is published closed, its counts lost with the helper.
+    expect(closed).toHaveLength(1);
+    expect(closed[0]?.bytesIn).toBe(0);
     await waitFor(
       async () => {
         c.send('after', port, host);

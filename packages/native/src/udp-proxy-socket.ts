@@ -27,6 +27,7 @@ import {
   splitHostPort,
 } from '@userspace-proxy/core/sockets';
 import { errnoError, type NativeHelperError } from './errors.js';
+import { relistenAttempt } from './helper-supervisor.js';
 import { listenAnyFamily, SocketDrain } from './native-socket-life.js';
 import { PicksAhead, type PicksAheadState } from './picks-ahead.js';
 import { errnoName } from './relay-protocol.js';
@@ -325,8 +326,9 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
     }
     const detail = error === undefined ? reason : `${reason}: ${error.message}`;
     this.#log.debug(`UDP session ${session.client} -> ${session.endpoint} ended (${detail})`);
-    // A helper that died took its counts along: nothing true to publish (as the TCP socket).
-    if (reason !== 'helper-exit') this.#reports.sessionClosed(session, totals);
+    // A helper that died took its counts along: the close is published with zeros (what Node
+    // knows), so the active gauges and the status page come back to the truth.
+    this.#reports.sessionClosed(session, totals);
     this.#checkIdle();
   }
 
@@ -339,9 +341,7 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
         `${atCap} datagram(s) of new clients over maxUdpSessions or maxUdpSessionsPerSource`,
       );
     }
-    if (queueFull > 0) {
-      this.#log.debug(`${this.#name}: ${queueFull} datagram(s) dropped waiting for a session`);
-    }
+    if (queueFull > 0) this.#reports.logQueueFull(queueFull);
   }
 
   /** @internal UdpEngineSocket */
@@ -352,17 +352,20 @@ export class NativeUdpProxySocket implements ProxySocket, UdpEngineSocket {
   /** @internal UdpEngineSocket */
   onHelperExit(error: NativeHelperError): void {
     this.#ahead?.reset();
-    if (!this.#closed) this.#log.error(`${this.#describe()} is down: ${error.message}`, error);
+    // The engine logs the death once for every socket (a line, not a stack per socket).
+    if (!this.#closed) this.#log.debug(`${this.#describe()} is down: ${error.message}`);
   }
 
   /** @internal UdpEngineSocket */
-  onRelisten(error: unknown): void {
+  onRelisten(error: unknown, attempt = 1): void {
     if (this.#closed) return;
     if (error === undefined) {
       this.#ahead?.refill();
-      this.#log.info(`serving again on ${this.#describe()}`);
+      this.#log.info(`serving again on ${this.#describe()}${relistenAttempt(attempt)}`);
+    } else if (attempt === 1) {
+      this.#log.error(`binding again on ${this.#describe()} failed; retrying`, error);
     } else {
-      this.#log.error(`binding again on ${this.#describe()} failed`, error);
+      this.#log.debug(`binding again on ${this.#describe()} failed (attempt ${attempt})`);
     }
   }
 
@@ -445,7 +448,7 @@ class UdpSocketForwarder implements UdpEngineSocket {
   onHelperExit(error: NativeHelperError): void {
     this.socket?.onHelperExit(error);
   }
-  onRelisten(error: unknown): void {
-    this.socket?.onRelisten(error);
+  onRelisten(error: unknown, attempt?: number): void {
+    this.socket?.onRelisten(error, attempt);
   }
 }

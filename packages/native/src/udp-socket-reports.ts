@@ -19,6 +19,7 @@ export class UdpSocketReports {
   readonly #name: string;
   readonly #log: Logger;
   readonly #refusalLog = new LogLimiter();
+  readonly #queueFullLog = new LogLimiter();
 
   /** `name` is the Service port's "namespace/name:port". */
   constructor(name: string, log: Logger) {
@@ -40,6 +41,20 @@ export class UdpSocketReports {
     const line = `dropping a datagram for ${this.#name} (${reason}): ${detail}${more}`;
     if (reason === 'no-endpoints') this.#log.debug(line);
     else this.#log.warn(line);
+  }
+
+  /**
+   * Datagrams of new clients the helper dropped while they waited (a session's queue, or its
+   * output to a busy Node, full): a warning, rate limited; the factory counts them
+   * (`droppedQueueFull`, the daemon's `native_udp_dropped_total{reason="queue-full"}`).
+   */
+  logQueueFull(n: number): void {
+    const suppressed = this.#queueFullLog.take();
+    if (suppressed < 0) return;
+    const more = suppressed > 0 ? ` (and ${suppressed} report(s) since the last line)` : '';
+    this.#log.warn(
+      `${this.#name}: the native helper dropped ${n} datagram(s) of new clients waiting for Node${more}`,
+    );
   }
 
   /** One datagram refused, on `refused` (what the daemon counts per reason). */

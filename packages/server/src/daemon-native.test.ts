@@ -79,9 +79,11 @@ describe('the daemon with --data-path native', () => {
       return (
         (sampleValue(m, 'userspace_proxy_connections_total', labels) ?? 0) >= 1 &&
         (sampleValue(m, 'userspace_proxy_bytes_total', { ...labels, direction: 'to_client' }) ??
-          0) >= 4
+          0) >= 4 &&
+        sampleValue(m, 'userspace_proxy_native_helper_starts_total', { protocol: 'TCP' }) === 1 &&
+        sampleValue(m, 'userspace_proxy_native_helper_exits_total', { protocol: 'TCP' }) === 0
       );
-    }, 'the connection and its bytes in the metrics');
+    }, 'the connection, its bytes and the helper start in the metrics');
     void daemon.stop('test over', { drain: false });
     await daemon.exited;
     daemon = undefined;

@@ -22,6 +22,7 @@ import {
   withSctp,
 } from '@userspace-proxy/sctp';
 import type { KubeProxyConfiguration } from './config-schema.js';
+import type { NativeMetricSources } from './metrics-native.js';
 import type { ProxySources } from './sources.js';
 
 /** What the daemon serves with: the Proxier it registers, and what must close after its drain. */
@@ -31,6 +32,8 @@ export interface DaemonProxier {
   idler?: Idler;
   /** Stops the idler's timers and the unidle hook's requests (idempotent). */
   close(): Promise<void>;
+  /** With `--data-path native`: the helpers' counters, for the daemon's metrics. */
+  native?: NativeMetricSources;
 }
 
 /**
@@ -118,7 +121,11 @@ export async function buildDaemonProxier(
     await nativeUdp?.close();
   };
   const main = await newCustomProxier(options, withProtocols(nativeUdp ?? tcp));
-  if (!ext.idling) return { proxier: main, close: closeSockets };
+  const counters =
+    native !== undefined && nativeUdp !== undefined
+      ? { native: { tcp: native.counters, udp: nativeUdp.counters } }
+      : {};
+  if (!ext.idling) return { proxier: main, close: closeSockets, ...counters };
   const unidler = env.sources?.createUnidler?.();
   const idler = new Idler({
     maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
@@ -161,6 +168,7 @@ export async function buildDaemonProxier(
       ...(options.conntrack ? { conntrack: options.conntrack } : {}),
     }),
     idler,
+    ...counters,
     close: () => {
       closed ??= (async () => {
         idler.close();

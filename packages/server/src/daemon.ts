@@ -25,6 +25,7 @@ import type { RetryingListener } from './http-listen.js';
 import { LOG_MESSAGE_MAX_CHARS, logSafe } from './log-safe.js';
 import { ProxyMetrics } from './metrics.js';
 import { subscribeIdlerMetrics } from './metrics-idler.js';
+import { registerNativeMetrics } from './metrics-native.js';
 import { sourceNodeIPs, watchNodeIPs } from './node-ips.js';
 import { proxierOptionsFor } from './proxier-options.js';
 import { createSources, type SourceFactoryOptions } from './source-select.js';
@@ -191,6 +192,9 @@ export class Daemon {
       this.#closeProxier = built.close;
       if (built.idler !== undefined) {
         this.#cleanups.push(subscribeIdlerMetrics(this.metrics.registry));
+      }
+      if (built.native !== undefined) {
+        this.#cleanups.push(registerNativeMetrics(this.metrics.registry, built.native));
       }
     }
     this.#proxier = proxier;
