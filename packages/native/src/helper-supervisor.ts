@@ -169,6 +169,8 @@ export class HelperSupervisor<H extends HelperChild> {
       h = await this.ensure(this.#logger as Logger);
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
+      // A failed start is no helper that stayed up: the back-off goes on doubling from here.
+      this.#startedAt = performance.now();
       this.scheduleRestart(`it failed to start again: ${why}`, this.#down);
       return;
     }

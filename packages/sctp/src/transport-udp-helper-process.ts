@@ -136,8 +136,11 @@ export class HelperProcess {
     const local = Buffer.from(s.address, 'latin1');
     const remote = Buffer.from(s.connect?.address ?? '', 'latin1');
     const f = this.frame(0x42, 14 + local.length + remote.length); // 'B'
-    if (f === undefined)
-      return Promise.resolve({ err: constants.errno.ENOBUFS, handle: 0, port: 0 });
+    // No frame: the helper's stdin is gone (it is exiting: -1, its exit restarts it) or full.
+    if (f === undefined) {
+      const gone = this.child.stdin === null || this.child.stdin.destroyed;
+      return Promise.resolve({ err: gone ? -1 : constants.errno.ENOBUFS, handle: 0, port: 0 });
+    }
     const [b, at] = f;
     b.writeUInt32BE(req, at);
     b.writeUInt32BE(Math.max(0, Math.min(s.bufferBytes, 0x7fffffff)), at + 4);

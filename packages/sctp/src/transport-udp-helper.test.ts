@@ -150,6 +150,29 @@ describe.skipIf(!HAS_CC)("udpIo: 'helper'", () => {
     expect(client.state).toBe('established');
   });
 
+  it('backs off while its helper keeps dying soon after each start (20, 40, 80, 160 ms)', async () => {
+    const warnings: string[] = [];
+    const server = engine({
+      onWarning: (m) => warnings.push(m),
+      udpHelper: { restartBackoffMs: 20 },
+    });
+    await server.listen({ address: randomLoopback(), port: 5000, encapsulationPort: randomPort() });
+    for (let death = 1; death <= 4; death++) {
+      const pid = server.udpHelperPid as number;
+      process.kill(pid, 'SIGKILL');
+      await waitFor(
+        () => server.udpHelperPid !== undefined && server.udpHelperPid !== pid,
+        10_000,
+        `helper ${death + 1}`,
+      );
+    }
+    const delays = warnings
+      .map((w) => /starting a new one in (\d+) ms/.exec(w)?.[1])
+      .filter((d) => d !== undefined)
+      .map(Number);
+    expect(delays).toEqual([20, 40, 80, 160]);
+  });
+
   it('exits when the Node process that started it dies', async () => {
     const path = await buildUdpHelper();
     const parent = spawn(

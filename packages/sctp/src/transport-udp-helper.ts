@@ -68,6 +68,11 @@ export interface UdpHelperOptions {
 const SOURCE = fileURLToPath(new URL('../native/sctp-udp-helper.c', import.meta.url));
 const HELPER_VERSION = 1;
 const MAX_RESTART_DELAY_MS = 5000;
+/**
+ * A helper that stayed up this long starts the restart back-off over when it dies (as the native
+ * helpers' HELPER_RESTART_RESET_MS): one that crashes soon after every start backs off to 5 s.
+ */
+const RESTART_RESET_MS = 30_000;
 
 /**
  * Compiles the helper once per source version (core's {@link buildNativeHelper}); a missing
@@ -112,6 +117,8 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
   private readonly stopping = new Set<HelperProcess>();
   private restartTimer: ReturnType<typeof setTimeout> | undefined;
   private restartDelay: number;
+  /** When the current (or last) helper started, on the monotonic clock. */
+  private startedAt = 0;
   /** Bumped by {@link close}: a start or restart begun before it gives up. */
   private epoch = 0;
   /** Binary IPv4 of recent destination addresses (cleared past 1 024 entries). */
@@ -167,6 +174,7 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
     }
     this.counters.starts++;
     this.current = h;
+    this.startedAt = performance.now();
     return h;
   }
 
@@ -259,6 +267,9 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
       s.handle = 0;
     }
     if (this.sockets.size === 0) return;
+    if (performance.now() - this.startedAt >= RESTART_RESET_MS) {
+      this.restartDelay = this.o.restartBackoffMs ?? 100;
+    }
     const delay = this.restartDelay;
     this.restartDelay = Math.min(MAX_RESTART_DELAY_MS, delay * 2);
     this.o.onWarning?.(
@@ -293,7 +304,6 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
       s.handle = r.handle;
       this.byHandle.set(r.handle, s);
     }
-    this.restartDelay = this.o.restartBackoffMs ?? 100;
   }
 
   private lose(s: HelperSocket, why: string): void {
