@@ -309,8 +309,10 @@ static void *writer(void *arg) {
     if (out_head == NULL) out_tail = NULL;
     size_t left = __atomic_sub_fetch(pending_of(c->t), c->len, __ATOMIC_RELAXED);
     out_writing = 0;
+    /* Read under the lock a thread pauses under (see thread_main): no wake is lost. */
+    int paused = c->t != NULL && __atomic_load_n(&c->t->out_paused, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&out_lock);
-    if (c->t != NULL && left < out_max && __atomic_load_n(&c->t->out_paused, __ATOMIC_RELAXED)) {
+    if (paused && left < out_max) {
       uint64_t one = 1; /* it accepts again at the end of its next turn */
       if (write(c->t->wake, &one, sizeof one) < 0 && errno != EAGAIN) die("eventfd");
     }
@@ -488,6 +490,8 @@ static int pump(struct thread *t, struct conn *c, int i) {
         d->bytes += (uint64_t)n;
         if (d->pr < 0) d->pend_off += (uint32_t)n;
         if (d->inpipe == 0 && d->pend != NULL) { free(d->pend); d->pend = NULL; }
+        /* A held client's bytes all reached the endpoint: its death is a FIN again. */
+        if (i == 0 && d->inpipe == 0 && c->rst_armed) arm_reset(c, 0);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -636,7 +640,7 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   }
   c->state = S_RELAY;
   c->holding = 0; /* what was held is d[0]'s pending bytes: written first, then its FIN if any */
-  arm_reset(c, 0);
+  /* SO_LINGER {1, 0} stays until those bytes are written (pump): a death before is a reset. */
   /* A endpoint that just connected has rarely sent anything: it is read once epoll says so. */
   c->d[1].unread = 1;
   c->last_ms = now_ms();
@@ -1127,8 +1131,18 @@ static void *loop(void *arg) {
     flush_from(t, &t->out);
     /* Accepting waits while Node is behind (the writer wakes the thread once it caught up). */
     int full = out_full(t);
-    if (full != t->out_paused) {
-      __atomic_store_n(&t->out_paused, full, __ATOMIC_RELAXED);
+    if (full && !t->out_paused) {
+      /* Paused under the writer's lock, its queue checked again there: had the writer drained
+       * it in between, it would have seen no pause and sent no wake, and accepting would wait
+       * for the next sweep. */
+      if (pthread_mutex_lock(&out_lock) != 0) die("lock");
+      full = out_full(t);
+      if (full) __atomic_store_n(&t->out_paused, 1, __ATOMIC_RELAXED);
+      pthread_mutex_unlock(&out_lock);
+      if (full && !t->paused)
+        for (struct listener *x = t->listeners; x; x = x->next) arm_listener(t, x, 0);
+    } else if (!full && t->out_paused) {
+      __atomic_store_n(&t->out_paused, 0, __ATOMIC_RELAXED);
       if (!t->paused)
         for (struct listener *x = t->listeners; x; x = x->next) arm_listener(t, x, !full);
     }

@@ -294,7 +294,7 @@ static void out_write(size_t *pending, const unsigned char *p, size_t n) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
-      exit(0); /* Node went away */
+      _exit(0); /* Node went away */
     }
     p += w;
     n -= (size_t)w;
@@ -323,7 +323,7 @@ static void *writer_main(void *arg) {
           (void)poll(&pfd, 1, -1);
           continue;
         }
-        exit(0);
+        _exit(0);
       }
       c->off += (size_t)w;
     }
@@ -1417,7 +1417,7 @@ int main(int argc, char **argv) {
       if (errno == EINTR) continue;
       die("read stdin");
     }
-    if (r == 0) exit(0); /* Node closed stdin: stop */
+    if (r == 0) _exit(0); /* Node closed stdin: stop */
     have += (size_t)r;
     size_t off = 0;
     while (have - off >= 4) {

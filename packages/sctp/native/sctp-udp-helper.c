@@ -343,10 +343,15 @@ static void send_batch(void) {
     int r = sendmmsg(s->fd, smsgs + done, (unsigned)(sn - done), MSG_DONTWAIT);
     if (r < 0) {
       if (errno == EINTR) continue;
-      /* this datagram failed (a full socket buffer, an unreachable peer): drop it, go on */
-      s->send_errors++;
       s->last_errno = errno;
       errors_pending = 1;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+        /* a full socket buffer: the rest would fail alike, one call each; drop them together */
+        s->send_errors += (uint32_t)(sn - done);
+        break;
+      }
+      /* this datagram failed (an unreachable peer, say): drop it, go on with the next */
+      s->send_errors++;
       done++;
       continue;
     }
