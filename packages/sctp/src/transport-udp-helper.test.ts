@@ -150,6 +150,28 @@ describe.skipIf(!HAS_CC)("udpIo: 'helper'", () => {
     expect(client.state).toBe('established');
   });
 
+  it('drops datagrams past maxQueuedBytes, counted, and the association recovers them', async () => {
+    const address = randomLoopback();
+    const server = engine();
+    const encapsulationPort = randomPort();
+    const l = await server.listen({ address, port: 5000, encapsulationPort });
+    l.on('association', (a) => a.on('message', (m) => a.send(m)));
+    // A queue towards the helper of 2 000 bytes: a burst of one tick overflows it at once.
+    const sender = engine({ udpHelper: { maxQueuedBytes: 2000 } });
+    const client = await sender.connect({
+      address,
+      port: 5000,
+      encapsulationPort,
+      signal: AbortSignal.timeout(5000),
+    });
+    const got = collect(client);
+    for (let i = 0; i < 40; i++) client.send({ ppid: i, data: Buffer.alloc(3000, i) });
+    await waitFor(() => got.length === 40, 20_000, 'every message echoed after retransmission');
+    expect(got.map((m) => m.ppid)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(sender.udpHelperCounters?.sendDropped).toBeGreaterThan(0);
+    expect(client.state).toBe('established');
+  });
+
   it('backs off while its helper keeps dying soon after each start (20, 40, 80, 160 ms)', async () => {
     const warnings: string[] = [];
     const server = engine({
