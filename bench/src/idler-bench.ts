@@ -1,4 +1,10 @@
 import { loadavg } from 'node:os';
+import {
+  hasCC,
+  type IdlerArrivals,
+  type IdlerBackend,
+  NativeIdlerBackend,
+} from './roles/idler-native-backend.js';
 import type { IdlerMemory } from './roles/idler-roles.js';
 import { RoleProcess } from './rpc.js';
 
@@ -29,6 +35,13 @@ export interface IdlerBenchOptions {
    * wait out their 250 ms timeout; `--one-backend-port`).
    */
   backendListeners?: 'per-service' | 'one';
+  /**
+   * The backend program: `native` (bench/native/idler-backend.c, built with `cc`: the default
+   * wherever `cc` runs, since on a cluster the backend pods do not share the proxy's cores, and a
+   * Node backend spends about as much of this machine's 2 cores as the proxy does) or `node` (the
+   * `idler-backend` role; `--node-backend`, and the fallback without `cc`).
+   */
+  backend?: 'native' | 'node';
 }
 
 /** What one run measured. */
@@ -72,6 +85,8 @@ export interface IdlerFigures {
   handOverConcurrency: number;
   /** The backend's listeners in this run (see IdlerBenchOptions). */
   backendListeners: 'per-service' | 'one';
+  /** The backend program in this run (see IdlerBenchOptions). */
+  backend: 'native' | 'node';
   loadAverage: number;
 }
 
@@ -79,20 +94,40 @@ export interface IdlerFigures {
 export const IDLER_FULL: IdlerBenchOptions = { held: 10_000, ports: 100 };
 export const IDLER_SMOKE: IdlerBenchOptions = { held: 200, ports: 10 };
 
+/** The Node backend role behind the same calls as the C one. */
+function nodeBackend(): IdlerBackend {
+  const role = new RoleProcess('idler-backend');
+  return {
+    start: (count, listeners) => role.call('start', count, listeners),
+    waitAll: (timeoutMs) => role.call<IdlerArrivals>('waitAll', timeoutMs),
+    stop: () => role.stop(),
+  };
+}
+
+let noCcNoted = false;
+
+/** The backend a run asked for; `native` without `cc` falls back to Node's, saying so once. */
+function chooseBackend(wanted: 'native' | 'node' | undefined): 'native' | 'node' {
+  if (wanted === 'node') return 'node';
+  if (hasCC()) return 'native';
+  if (!noCcNoted) {
+    noCcNoted = true;
+    console.log('idler bench: no `cc` here, so the backend is the Node one (--node-backend)');
+  }
+  return 'node';
+}
+
 /** Runs the idler benchmark once, in three fresh processes. */
 export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigures> {
   const perPort = Math.ceil(opts.held / opts.ports);
   const held = perPort * opts.ports;
+  const backendKind = chooseBackend(opts.backend);
   const proxy = new RoleProcess('idler-proxy');
   const clients = new RoleProcess('idler-clients');
-  const backend = new RoleProcess('idler-backend');
+  const backend = backendKind === 'native' ? new NativeIdlerBackend() : nodeBackend();
   try {
     const backendListeners = opts.backendListeners ?? 'per-service';
-    const target = await backend.call<{ ip: string; ports: number[] }>(
-      'start',
-      held,
-      backendListeners === 'one' ? 1 : opts.ports,
-    );
+    const target = await backend.start(held, backendListeners === 'one' ? 1 : opts.ports);
     const front = await proxy.call<{ ip: string; ports: number[] }>(
       'start',
       opts.ports,
@@ -108,10 +143,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const after = await proxy.call<IdlerMemory>('memory');
-    const arrived = backend.call<{ firstBytes: number; lastAt: number; cpuMs: number }>(
-      'waitAll',
-      opts.timeoutMs ?? 60_000,
-    );
+    const arrived = backend.waitAll(opts.timeoutMs ?? 60_000);
     const start = await proxy.call<{ t0: number; eventsMs: number }>(
       'handOver',
       target.ip,
@@ -145,6 +177,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       backendCpuMs: end.cpuMs,
       handOverConcurrency: opts.handOverConcurrency ?? 256,
       backendListeners,
+      backend: backendKind,
       loadAverage: loadavg()[0] ?? 0,
     };
   } finally {
@@ -160,20 +193,21 @@ const n = (v: number, digits = 0) =>
 /** The run as Markdown lines (the suite's report and docs/benchmarks.md). */
 export function idlerMarkdown(runs: readonly IdlerFigures[]): string[] {
   const lines = [
-    '| held clients / Service ports | RSS per held client | of which young-generation growth | JS heap per held client | endpoint events → last first byte at the backend | proxy CPU in that time | first bytes | failed dial attempts | load average |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| held clients / Service ports | RSS per held client | of which young-generation growth | JS heap per held client | endpoint events → last first byte at the backend | proxy CPU in that time | backend CPU | first bytes | failed dial attempts | load average |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of runs) {
     const native = r.dataPath === 'native';
     const parts = [
       ...(native ? [`native, ${n(r.handOverConcurrency)} dials`] : []),
       ...(r.backendListeners === 'one' ? ['one backend port'] : []),
+      ...(r.backend === 'node' ? ['Node backend'] : []),
     ];
     const where = parts.length > 0 ? ` (${parts.join(', ')})` : '';
     const helperRss = native ? ` (helper ${n(r.helperRssPerHeld / 1024, 2)})` : '';
     const helperCpu = native ? ` (helper ${n(r.helperCpuMs)})` : '';
     lines.push(
-      `| ${n(r.held)} / ${n(r.ports)}${where} | ${n(r.rssPerHeld / 1024, 2)} KiB${helperRss} | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms${helperCpu} | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
+      `| ${n(r.held)} / ${n(r.ports)}${where} | ${n(r.rssPerHeld / 1024, 2)} KiB${helperRss} | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms${helperCpu} | ${n(r.backendCpuMs)} ms | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
     );
   }
   return lines;
@@ -202,6 +236,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
           ? { dataPath: 'native' as const }
           : {}),
         ...(args.includes('--one-backend-port') ? { backendListeners: 'one' as const } : {}),
+        ...(args.includes('--node-backend') ? { backend: 'node' as const } : {}),
       }),
     );
     console.log(JSON.stringify(runs.at(-1)));

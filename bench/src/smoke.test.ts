@@ -20,8 +20,11 @@ describe('benchmark harness (smoke)', () => {
     expect(checkTargets(result).length).toBeGreaterThan(4);
     // The idler group: every held client reached the backend after the endpoint events.
     expect(result.idler?.firstBytes).toBe(result.idler?.held);
+    // Its backend is the C one wherever `cc` runs (bench/native/idler-backend.c), else Node's.
+    const cc = spawnSync('cc', ['--version']).status === 0;
+    expect(result.idler?.backend).toBe(cc ? 'native' : 'node');
     // And on the native helper wherever it can be compiled (CI installs a compiler).
-    if (spawnSync('cc', ['--version']).status === 0) {
+    if (cc) {
       expect(result.idlerNative?.firstBytes).toBe(result.idlerNative?.held);
       expect(result.idlerNative?.dataPath).toBe('native');
     }

@@ -16,11 +16,17 @@ import { type NativeTcpFactory, withNativeTcp } from '@userspace-proxy/native';
 /**
  * The three processes of the idler benchmark (bench/src/idler-bench.ts): the proxy (idling sockets
  * of one Idler, nothing else, so its RSS is theirs), the clients that get held, and the backend
- * that counts first bytes. Times cross processes as `performance.timeOrigin + performance.now()`.
+ * that counts first bytes (or the C backend, roles/idler-native-backend.ts). Times cross processes
+ * as CLOCK_MONOTONIC, in ms.
  */
 
-/** Milliseconds on a clock every process of the machine shares (to well under a millisecond). */
-const clock = (): number => performance.timeOrigin + performance.now();
+/**
+ * Milliseconds on CLOCK_MONOTONIC, the clock `process.hrtime` reads: one clock for every process
+ * of the machine, the C backend's included. (`performance.timeOrigin + performance.now()`, used
+ * before, adds each process's own reading of the wall clock at its start: about 1 ms apart between
+ * processes, measured.)
+ */
+const clock = (): number => Number(process.hrtime.bigint()) / 1e6;
 const octet = () => 1 + Math.floor(Math.random() * 250);
 
 /** Memory of the proxy process after two full collections. */
