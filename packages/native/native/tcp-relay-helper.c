@@ -110,6 +110,7 @@ struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
 struct dir {
   int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes;
   int unread; /* the source was not reported readable since it connected: no read until it is */
+  int rdhup;  /* epoll reported the source's FIN (EPOLLRDHUP): a short read after it is the end */
 };
 struct conn {
   struct side s[2]; /* 0 client, 1 endpoint */
@@ -526,8 +527,15 @@ static int pump(struct thread *t, struct conn *c, int i) {
           memcpy(d->pend, t->tbuf + w, (size_t)(n - w));
           d->pend_off = 0;
           d->inpipe = (uint32_t)(n - w);
+          if (n < PIPE_CHUNK && d->rdhup) d->eof = 1; /* as below: the FIN follows these bytes */
           return 0; /* wait for the receiver */
         }
+        /*
+         * A short read empties the socket's queue. Once epoll has reported the source's FIN
+         * (before this read), every byte before it was in that queue: the stream ends here, with
+         * no read(2) just to hear 0. (A short splice proves nothing: the pipe's slots bound it.)
+         */
+        if (n < PIPE_CHUNK && d->rdhup) { d->eof = 1; continue; }
         if (n < PIPE_CHUNK) return 0;
         /* a full buffer: bulk from now on, through a pipe (copying goes on if none can be made) */
         int p[2];
@@ -542,8 +550,15 @@ static int pump(struct thread *t, struct conn *c, int i) {
   }
 }
 
-static void relay(struct thread *t, struct conn *c) {
+/*
+ * Relays the directions in `dirs` (bit i: direction i), those the event can have moved: a side
+ * readable moves its own direction, a side writable the other one. Epoll is level-triggered, so a
+ * direction left out is reported when it can move; pumping it anyway cost a read(2) that said
+ * EAGAIN (an endpoint's answer arriving made the helper read the silent client too).
+ */
+static void relay(struct thread *t, struct conn *c, int dirs) {
   for (int i = 0; i < 2; i++) {
+    if (!(dirs & (1 << i))) continue;
     int how = pump(t, c, i);
     if (how != 0) {
       /* the side that reset is gone; reset the other so its peer sees the cut, not an end */
@@ -571,7 +586,7 @@ static void rewatch_all(struct thread *t) {
       /* fd fdi is the source of direction fdi and the destination of direction 1 - fdi */
       struct dir *out = &c->d[fdi], *in = &c->d[1 - fdi];
       uint32_t ev = 0;
-      if (!out->eof && out->inpipe == 0) ev |= EPOLLIN;
+      if (!out->eof && out->inpipe == 0) ev |= EPOLLIN | EPOLLRDHUP;
       if (in->inpipe > 0) ev |= EPOLLOUT;
       watch(t, &c->s[fdi], ev);
     }
@@ -647,7 +662,7 @@ static void on_dialed(struct thread *t, struct conn *c, uint32_t events) {
   c->next = t->relaying;
   if (t->relaying) t->relaying->prev = c;
   t->relaying = c;
-  relay(t, c);
+  relay(t, c, 3);
 }
 
 static void expire_dials(struct thread *t, int64_t now) {
@@ -688,6 +703,17 @@ static void dial(struct thread *t, struct conn *c, struct cmd *m) {
   c->s[1].fd = fd;
   c->s[1].events = UINT32_MAX;
   c->state = S_DIALING;
+  /*
+   * On loopback (and any endpoint answering within the call) the handshake completed inside
+   * connect(2), which still said EINPROGRESS: ask at once instead of registering EPOLLOUT and
+   * waiting a turn of the loop for it. The client's first bytes are then read and forwarded in
+   * the turn that accepted it, and Node gets its 'a' and 'd' in one write.
+   */
+  struct pollfd p = {.fd = fd, .events = POLLOUT};
+  if (poll(&p, 1, 0) == 1) {
+    on_dialed(t, c, (uint32_t)p.revents); /* POLLOUT, POLLERR, POLLHUP are epoll's values */
+    return;
+  }
   watch(t, &c->s[1], EPOLLOUT);
   if (m->timeout_ms > 0) {
     heap_push(t, (struct deadline){.at = now_ms() + m->timeout_ms, .id = m->conn, .attempt = m->attempt});
@@ -1111,8 +1137,13 @@ static void *loop(void *arg) {
         if ((evs[i].events & EPOLLERR) && getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0)
           conn_close(t, c, s->index == 0 ? HOW_CLIENT_RESET : HOW_ENDPOINT_RESET, s->index == 1, s->index == 0);
         else {
-          if (s->index == 1) c->d[1].unread = 0;
-          relay(t, c);
+          uint32_t e = evs[i].events;
+          int k = s->index, dirs = 0;
+          if (k == 1) c->d[1].unread = 0;
+          if (e & EPOLLRDHUP) c->d[k].rdhup = 1;
+          if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) dirs |= 1 << k;
+          if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) dirs |= 1 << (1 - k);
+          relay(t, c, dirs);
         }
       } else {
         watch(t, s, 0);
