@@ -18,6 +18,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { nginxHttpBackendConfig, PORTS, randomLayout } from '../../../bench/src/peers/configs.js';
 import { openOneService } from './one-service.js';
 
 const argv = process.argv.slice(2);
@@ -29,7 +30,8 @@ const REPS = Number(one('--reps', '3'));
 const SECONDS = Number(one('--seconds', '3'));
 const CONNS = one('--conns', '1,32').split(',').map(Number);
 const STRACE = argv.includes('--strace');
-const BACKEND_PORT = 18_480;
+const BACKEND_HOST = '127.0.0.1';
+const BACKEND_PORT = PORTS.http;
 
 const execFileAsync = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -42,29 +44,10 @@ function cpuOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / ticks;
 }
 
+/** nginx as the peers bench runs it for wrk (one definition of that backend: bench/src/peers/configs.ts). */
 function startNginx(dir: string): ChildProcess {
   const conf = join(dir, 'nginx.conf');
-  const temps = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
-    (t) => `  ${t}_temp_path ${dir}/${t};`,
-  );
-  writeFileSync(
-    conf,
-    [
-      'daemon off;',
-      'master_process on;',
-      'worker_processes 2;',
-      'user root;',
-      `pid ${dir}/nginx.pid;`,
-      'error_log stderr error;',
-      'events { worker_connections 10000; }',
-      'http {',
-      '  access_log off;',
-      ...temps,
-      `  server { listen 127.0.0.1:${BACKEND_PORT} reuseport backlog=4096; location / { return 200 "ok\\n"; } }`,
-      '}',
-      '',
-    ].join('\n'),
-  );
+  writeFileSync(conf, nginxHttpBackendConfig({ ...randomLayout(), backend: BACKEND_HOST }, dir));
   return spawn('nginx', ['-c', conf, '-p', dir], { stdio: 'ignore' });
 }
 

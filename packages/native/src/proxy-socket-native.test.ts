@@ -10,26 +10,27 @@ import {
 import { CHANNELS } from '@userspace-proxy/core/diagnostics';
 import { createSocketContext } from '@userspace-proxy/core/sockets';
 import { describe, expect, it } from 'vitest';
-import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
+import type { TcpTestServer } from '../../core/src/test-support/echo-servers.js';
 import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer.js';
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, type NativeTcpOptions, withNativeTcp } from './index.js';
-import { HAS_CC, proxyInTest, randomLoopback, useCleanup } from './test-support/native-tests.js';
+import {
+  HAS_CC,
+  proxyInTest,
+  randomLoopback,
+  startBackend,
+  useCleanup,
+} from './test-support/native-tests.js';
 
 const cleanup = useCleanup();
 
 const servicePort = { namespace: 'ns', name: 'web', port: 'http', protocol: 'TCP' as const };
 const key = servicePortNameString(servicePort);
 
-async function backend(onConnection?: (socket: net.Socket) => void): Promise<TcpTestServer> {
-  const s = await startTcpServer({
-    host: randomLoopback(),
-    ...(onConnection ? { onConnection } : {}),
-  });
-  cleanup.push(() => s.close());
-  return s;
+function backend(onConnection?: (socket: net.Socket) => void): Promise<TcpTestServer> {
+  return startBackend(cleanup, onConnection);
 }
 
 function factory(options: NativeTcpOptions = {}): NativeTcpFactory {

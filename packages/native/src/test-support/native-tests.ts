@@ -4,6 +4,7 @@
  * a native factory with one Service and its EndpointSlice.
  */
 import { spawnSync } from 'node:child_process';
+import type net from 'node:net';
 import {
   type EndpointSlice,
   type Endpoints,
@@ -16,6 +17,23 @@ import {
 } from '@userspace-proxy/core';
 import { splitHostPort } from '@userspace-proxy/core/sockets';
 import { afterEach } from 'vitest';
+import { startTcpServer, type TcpTestServer } from '../../../core/src/test-support/echo-servers.js';
+
+/**
+ * A TCP echo backend on a random loopback address, closed by `cleanup` after the test;
+ * `onConnection` replaces the echo when a test needs the backend to behave otherwise.
+ */
+export async function startBackend(
+  cleanup: Array<() => unknown>,
+  onConnection?: (socket: net.Socket) => void,
+): Promise<TcpTestServer> {
+  const s = await startTcpServer({
+    host: randomLoopback(),
+    ...(onConnection ? { onConnection } : {}),
+  });
+  cleanup.push(() => s.close());
+  return s;
+}
 
 /** The helpers are compiled with the system C compiler (.ci/run installs gcc); without one tests skip. */
 export const HAS_CC = spawnSync('cc', ['--version']).status === 0;
