@@ -13,8 +13,13 @@ export type { ProxyProtocolVersion } from './model/proxy-protocol-annotation.js'
 export { PROXY_PROTOCOL_ANNOTATION } from './model/proxy-protocol-annotation.js';
 export { joinHostPort, splitHostPort, splitHostPortText } from './model/service-port-name.js';
 export { AcceptBackoff, MAX_ACCEPT_BACKOFF_MS } from './sockets/accept-backoff.js';
-export type { ConnectFn, DialOptions, TryConnectOptions } from './sockets/dial-endpoints.js';
-export { DialTimeoutError, tryConnectEndpoints } from './sockets/dial-endpoints.js';
+export type {
+  ConnectFn,
+  DialClient,
+  DialOptions,
+  TryConnectOptions,
+} from './sockets/dial-endpoints.js';
+export { DialTimeoutError, dialEndpoints, tryConnectEndpoints } from './sockets/dial-endpoints.js';
 export type { ListeningSocket } from './sockets/listening-socket.js';
 export { LogLimiter } from './sockets/log-limiter.js';
 export type { NativeHelperBuild } from './sockets/native-build.js';

@@ -43,6 +43,11 @@ export interface NativeTcpCounters {
   dialsAsked: number;
   /** Connections the helper dialled at once from a pick made ahead (no 'D'). */
   dialsAhead: number;
+  /**
+   * Writes of command frames to the helper's pipes: one per pipe per event-loop turn that had
+   * frames for it, however many dials, closes and holds that turn asked for.
+   */
+  commandWrites: number;
 }
 
 /** Options of the engine (withNativeTcp's, resolved). */
@@ -66,6 +71,7 @@ export class NativeTcpEngine implements RelayHelperEvents {
     acceptErrors: 0,
     dialsAsked: 0,
     dialsAhead: 0,
+    commandWrites: 0,
   };
   readonly #opts: EngineOptions;
   readonly #life: HelperSupervisor<RelayHelper>;
@@ -262,6 +268,10 @@ export class NativeTcpEngine implements RelayHelperEvents {
         ? undefined
         : errnoError('connect', errnoName(errno), `(attempt ${attempt} of a native connection)`),
     );
+  }
+
+  wrote(): void {
+    this.counters.commandWrites++;
   }
 
   held(id: number, bytes: number): void {

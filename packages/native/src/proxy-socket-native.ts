@@ -30,16 +30,17 @@ import {
   type RefusedMessage,
 } from '@userspace-proxy/core/diagnostics';
 import {
+  type DialOptions,
+  dialEndpoints,
   isNoEndpointsError,
   joinHostPort,
   LogLimiter,
   PROXY_PROTOCOL_ANNOTATION,
   refusalReason,
   sourceRangeCheck,
-  tryConnectEndpoints,
 } from '@userspace-proxy/core/sockets';
 import type { NativeTcpEngine } from './engine.js';
-import { errnoError, type NativeHelperError, NativeUnsupportedError } from './errors.js';
+import { errnoError, NativeHelperError, NativeUnsupportedError } from './errors.js';
 import { relistenAttempt } from './helper-supervisor.js';
 import {
   type EngineSocket,
@@ -70,6 +71,8 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
   /** Endpoints picked ahead for the helper (the fast path), when this Service allows it. */
   #ahead: PicksAhead | undefined;
   #unwatchEndpoints: (() => void) | undefined;
+  /** The dial schedule's options, shared by this socket's dials (see #dial). */
+  #dialOpts: DialOptions | undefined;
   #pending: NativeConnection[] = [];
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -328,31 +331,36 @@ export class NativeTcpProxySocket implements ProxySocket, EngineSocket {
     this.#dial(conn, { endpoint: conn.endpoint, error });
   }
 
-  /** Core's dial schedule; after a failed pick made ahead, from attempt 2 on. */
+  /**
+   * Core's dial schedule (the connection is its DialClient); after a failed pick made ahead, from
+   * attempt 2 on. The options are one object per socket while the helper lives (the engine's
+   * signal is new after each restart).
+   */
   #dial(
     conn: NativeConnection,
     failedFirst: { endpoint: string; error: unknown } | undefined,
   ): void {
-    const engine = this.#engine;
-    tryConnectEndpoints(
-      this.#ctx.servicePort,
-      { address: conn.remoteAddress, port: conn.remotePort },
-      'TCP',
-      this.#ctx.loadBalancer,
-      {
-        timeoutsMs: this.#nodeTimeoutsMs,
-        logger: this.#log,
-        signal: engine.signal,
-        ...(failedFirst === undefined ? {} : { failedFirst }),
-        connect: (target) => {
-          conn.endpoint = joinHostPort(target.host, target.port);
-          return engine.attempt(conn, target);
-        },
-      },
-    ).then(
-      () => this.#dialed(conn),
-      (error: unknown) => this.#dialFailed(conn, error),
-    );
+    const signal = this.#engine.signal;
+    let opts = this.#dialOpts;
+    if (opts === undefined || opts.signal !== signal) {
+      opts = { timeoutsMs: this.#nodeTimeoutsMs, logger: this.#log, signal, name: this.#name };
+      this.#dialOpts = opts;
+    }
+    if (failedFirst !== undefined) opts = { ...opts, failedFirst };
+    const src = { address: conn.remoteAddress, port: conn.remotePort };
+    dialEndpoints(this.#ctx.servicePort, src, 'TCP', this.#ctx.loadBalancer, opts, conn);
+  }
+
+  /** @internal EngineSocket: one attempt of the dial schedule. */
+  dialAttempt(conn: NativeConnection, target: { host: string; port: number }): net.Socket {
+    conn.endpoint = joinHostPort(target.host, target.port);
+    return this.#engine.attempt(conn, target);
+  }
+
+  /** @internal EngineSocket: the dial schedule ended. */
+  dialDone(conn: NativeConnection, error: unknown, connected: boolean): void {
+    if (connected) this.#dialed(conn);
+    else this.#dialFailed(conn, error);
   }
 
   #dialed(conn: NativeConnection): void {
@@ -504,6 +512,13 @@ class SocketForwarder implements EngineSocket {
   }
   handOver(c: NativeConnection): void {
     this.socket?.handOver(c);
+  }
+  dialAttempt(c: NativeConnection, target: { host: string; port: number }): net.Socket {
+    if (this.socket === undefined) throw new NativeHelperError('no socket for this listener yet');
+    return this.socket.dialAttempt(c, target);
+  }
+  dialDone(c: NativeConnection, error: unknown, connected: boolean): void {
+    this.socket?.dialDone(c, error, connected);
   }
   refuseConnection(c: NativeConnection, reason: string): void {
     this.socket?.refuseConnection(c, reason);

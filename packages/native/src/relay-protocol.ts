@@ -65,6 +65,8 @@ export interface RelayHelperEvents {
   /** 'h': a held client's buffer holds `bytes`; `eof` once it sent its FIN. */
   held(conn: number, bytes: number, eof: boolean): void;
   closed(conn: number, bytesIn: number, bytesOut: number, how: CloseHow): void;
+  /** Node wrote one pipe's queued command frames (counted: one write per pipe and turn). */
+  wrote(): void;
   exited(why: string): void;
 }
 
