@@ -144,6 +144,8 @@ const ROOT = [
 const SOCKETS = [
   'AcceptBackoff',
   'ConnectFn',
+  'DialCallback',
+  'DialClient',
   'DialOptions',
   'DialTimeoutError',
   'ListeningSocket',
@@ -169,6 +171,7 @@ const SOCKETS = [
   'buildNativeHelper',
   'createServiceInfo',
   'createSocketContext',
+  'dialEndpoints',
   'encodeProxyHeader',
   'isNoEndpointsError',
   'joinHostPort',

@@ -15,6 +15,7 @@ export { joinHostPort, splitHostPort, splitHostPortText } from './model/service-
 export { AcceptBackoff, MAX_ACCEPT_BACKOFF_MS } from './sockets/accept-backoff.js';
 export type {
   ConnectFn,
+  DialCallback,
   DialClient,
   DialOptions,
   TryConnectOptions,
