@@ -1,5 +1,6 @@
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
 import { componentLogger, type Logger } from '@userspace-proxy/core';
+import { quoteForLog } from '@userspace-proxy/core/diagnostics';
 import type { ObjectTransform } from './object-transform.js';
 import { acceptObject } from './object-validation.js';
 import { realTimers, sleep, type Timers } from './timers.js';
@@ -54,6 +55,12 @@ export class GuardedWatch extends Watch {
   readonly #active = new Set<AbortController>();
   #closing = new AbortController();
   #shortInARow = 0;
+  #unknownEventTypes = 0;
+
+  /** Counters, for logs and metrics: events dropped because their type is none the API defines. */
+  get stats(): { unknownEventTypes: number } {
+    return { unknownEventTypes: this.#unknownEventTypes };
+  }
 
   constructor(config: KubeConfig, opts: GuardedWatchOptions = {}) {
     super(config);
@@ -159,7 +166,8 @@ export class GuardedWatch extends Watch {
       return void guard(callback(phase, { metadata: { resourceVersion: rv } }, raw), this.#log);
     }
     if (phase !== 'ADDED' && phase !== 'MODIFIED' && phase !== 'DELETED') {
-      this.#log.warn(`ignoring watch event of unknown type ${JSON.stringify(phase)}`);
+      this.#unknownEventTypes++;
+      this.#log.warn(`ignoring watch event of unknown type ${quoteForLog(phase, 64)}`);
       return;
     }
     if (!acceptObject(this.#log, this.#kind, obj)) return;

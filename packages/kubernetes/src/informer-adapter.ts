@@ -4,6 +4,7 @@ import {
   type Logger,
   type SharedInformer,
 } from '@userspace-proxy/core';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from '@userspace-proxy/core/diagnostics';
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { acceptObject, type KeyedObject, objectKey } from './object-validation.js';
 import { aborted, realTimers, type Timers } from './timers.js';
@@ -233,7 +234,8 @@ export class ClientNodeInformerAdapter<T extends KeyedObject> implements SharedI
       if (!this.#manage) return;
     }
     const status = (err as { statusCode?: unknown })?.statusCode;
-    const text = err instanceof Error ? err.message : String(err);
+    // The message may carry an API Status message: whatever the server (or a proxy) sent.
+    const text = logSafe(err instanceof Error ? err.message : String(err), LOG_MESSAGE_MAX_CHARS);
     if (!this.#manage) {
       this.#log.warn(`informer error (its owner restarts it): ${text}`);
       return;

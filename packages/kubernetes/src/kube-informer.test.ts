@@ -6,12 +6,15 @@ import { createKubeInformer, type KubeInformerOptions } from './kube-informer.js
 import { PROXY_LABEL_SELECTOR, SERVICE_FIELD_SELECTOR } from './selectors.js';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import {
+  hasControlChars,
   kubeConfigFor,
   recordingHandler,
+  recordingLogger,
   refuseApiRequests,
   service,
   until,
 } from './test-support/helpers.js';
+import { endlessContinue } from './test-support/hostile-responses.js';
 import type { Timers } from './timers.js';
 
 const SPEC = {
@@ -273,6 +276,50 @@ describe('a client-node informer behind the adapter, against a list/watch API se
     } finally {
       diagnosticsChannel.unsubscribe(CHANNELS.objectRejected, sub);
     }
+  });
+
+  it('escapes, cuts and counts an unknown watch event type and a rejected object', async () => {
+    const rejected: ObjectRejectedMessage[] = [];
+    const sub = (m: unknown) => rejected.push(m as ObjectRejectedMessage);
+    diagnosticsChannel.subscribe(CHANNELS.objectRejected, sub);
+    const { logger, lines } = recordingLogger();
+    try {
+      const { informer, adapter, calls } = start({ logger });
+      await adapter.waitForSync(ac.signal);
+      await until(() => server.openWatches('services') === 1, 'watch');
+      const hostile = `\x1b]0;owned\x07\n${'y'.repeat(10_000)}`;
+      server.sendRaw('services', JSON.stringify({ type: hostile, object: {} }));
+      const bad = { metadata: { name: 42, namespace: hostile } };
+      server.sendRaw('services', JSON.stringify({ type: 'ADDED', object: bad }));
+      server.store.create('services', service('ns', 'ok', '10.0.0.9'));
+      await until(() => calls.length === 1, 'the good event');
+      expect(informer.stats().watch.unknownEventTypes).toBe(1);
+      const warned = lines.warn.filter((l) => l.includes('owned'));
+      expect(warned).toHaveLength(2);
+      for (const line of warned) {
+        expect(line).toContain('\\x1b]0;owned\\x07\\n');
+        expect(hasControlChars(line)).toBe(false);
+        expect(line.length).toBeLessThan(1_500);
+      }
+      expect(hasControlChars(rejected[0]?.key)).toBe(false);
+      expect(rejected[0]?.key.length).toBeLessThan(300);
+    } finally {
+      diagnosticsChannel.unsubscribe(CHANNELS.objectRejected, sub);
+    }
+  });
+
+  it('retries an endless list with back-off and never caches its partial pages', async () => {
+    endlessContinue(server, 'services', 'new-token');
+    const { informer, adapter, calls } = start({ list: { maxPages: 3 } });
+    await until(() => informer.stats().list.limitExceeded >= 2, 'two refused lists');
+    expect(adapter.hasSynced()).toBe(false);
+    expect(adapter.size).toBe(0);
+    expect(informer.list()).toEqual([]);
+    expect(calls).toEqual([]);
+    server.intercept = undefined;
+    server.store.create('services', service('ns', 'a', '10.0.0.1'));
+    expect(await adapter.waitForSync(ac.signal)).toBe(true);
+    expect(adapter.list().map((s) => s.metadata.name)).toEqual(['a']);
   });
 
   it('keeps serving the last known state while the API server is gone', async () => {

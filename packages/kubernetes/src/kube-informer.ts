@@ -6,7 +6,7 @@ import {
   ClientNodeInformerAdapter,
   type InformerAdapterOptions,
 } from './informer-adapter.js';
-import { makePagedList, type PagedListOptions } from './list-pager.js';
+import { type ListPagerStats, makePagedList, type PagedListOptions } from './list-pager.js';
 import type { ObjectTransform } from './object-transform.js';
 import type { KeyedObject } from './object-validation.js';
 
@@ -45,6 +45,8 @@ export interface GuardedInformer<T> extends ClientNodeInformer<T> {
   get(name: string, namespace?: string): T | undefined;
   list(namespace?: string): ReadonlyArray<T>;
   latestResourceVersion(): string;
+  /** Counters of its list (limits hit, see list-pager.ts) and its watch (unknown event types). */
+  stats(): { list: ListPagerStats; watch: { unknownEventTypes: number } };
 }
 
 /**
@@ -91,6 +93,7 @@ export function createGuardedInformer<T extends KeyedObject>(
     get: inner.get.bind(inner),
     list: inner.list.bind(inner),
     latestResourceVersion: () => lw.latestResourceVersion(),
+    stats: () => ({ list: list.stats(), watch: watch.stats }),
     start: () => {
       watch.reopen();
       return lw.start();

@@ -1,6 +1,11 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { objectKey as coreObjectKey, type Logger } from '@userspace-proxy/core';
-import { CHANNELS, type ObjectRejectedMessage } from '@userspace-proxy/core/diagnostics';
+import {
+  CHANNELS,
+  LOG_MESSAGE_MAX_CHARS,
+  logSafe,
+  type ObjectRejectedMessage,
+} from '@userspace-proxy/core/diagnostics';
 
 /**
  * The structural minimum an object must have before it enters an informer cache: an object with
@@ -50,8 +55,13 @@ function roughKey(value: unknown): string {
 
 /** Logs and publishes a rejected object; never throws. */
 export function reportRejected(logger: Logger, kind: string, value: unknown, reason: string): void {
-  const message: ObjectRejectedMessage = { kind, key: roughKey(value), reason };
-  logger.warn(`ignoring ${kind} ${message.key}: ${reason}`);
+  // Name, namespace and reason come from the object: escaped and cut, for the log and the channel.
+  const message: ObjectRejectedMessage = {
+    kind: logSafe(kind),
+    key: logSafe(roughKey(value)),
+    reason: logSafe(reason, LOG_MESSAGE_MAX_CHARS),
+  };
+  logger.warn(`ignoring ${message.kind} ${message.key}: ${message.reason}`);
   if (rejected.hasSubscribers) rejected.publish(message);
 }
 

@@ -12,6 +12,7 @@ import {
   validateEndpoints,
   validateService,
 } from '@userspace-proxy/core';
+import { LOG_MESSAGE_MAX_CHARS, logSafe } from '@userspace-proxy/core/diagnostics';
 import type { BackoffOptions } from './backoff.js';
 import {
   KubernetesEventRecorder,
@@ -280,7 +281,11 @@ export async function createKubernetesSources(
     recorder: recorder ?? {
       event: (ref, type, reason, message) =>
         log.info(
-          `Event(${ref?.kind} ${ref?.namespace ?? ''}/${ref?.name}): ${type} ${reason}: ${message}`,
+          // The message embeds input (names, validation reasons): escaped and cut, as core does.
+          logSafe(
+            `Event(${ref?.kind} ${ref?.namespace ?? ''}/${ref?.name}): ${type} ${reason}: ${message}`,
+            LOG_MESSAGE_MAX_CHARS,
+          ),
         ),
     },
     async run(signal: AbortSignal): Promise<void> {

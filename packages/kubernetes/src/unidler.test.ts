@@ -4,7 +4,7 @@ import { type Logger, noopLogger, type Service, type ServicePortName } from '@us
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import type { StoredObject } from './test-support/fake-store.js';
-import { kubeConfigFor, service } from './test-support/helpers.js';
+import { kubeConfigFor, recordingLogger, service } from './test-support/helpers.js';
 import type { Timers } from './timers.js';
 import { IDLED_AT_ANNOTATION, UNIDLE_TARGETS_ANNOTATION } from './unidle-targets.js';
 import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
@@ -40,18 +40,6 @@ function idledService(targets: unknown, name = 'web'): Service {
 }
 
 const port = (name = 'web') => ({ namespace: 'ns', name, port: 'http' });
-
-function recordingLogger() {
-  const lines: Record<'debug' | 'info' | 'warn', string[]> = { debug: [], info: [], warn: [] };
-  const logger: Logger = {
-    ...noopLogger,
-    debug: (m: unknown) => lines.debug.push(String(m)),
-    info: (m: unknown) => lines.info.push(String(m)),
-    warn: (m: unknown) => lines.warn.push(String(m)),
-    getSubLogger: () => logger,
-  };
-  return { logger, lines };
-}
 
 /** Real timers for the HTTP, a clock the test moves for the rate limit. */
 function manualClock() {

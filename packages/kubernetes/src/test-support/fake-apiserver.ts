@@ -95,6 +95,13 @@ export class FakeApiServer {
   /** When true, watches stay open past their `timeoutSeconds` (a half-open connection, as seen by the client). */
   ignoreWatchTimeouts = false;
   url = '';
+  /**
+   * When set, sees each request (after authentication) before the normal routes; returning true means
+   * it answered itself: hostile responses (hostile-responses.ts) such as endless continue tokens.
+   */
+  intercept:
+    | ((r: RecordedRequest, req: http.IncomingMessage, res: http.ServerResponse) => boolean)
+    | undefined;
 
   private constructor(opts: FakeApiServerOptions, store = new FakeStore()) {
     this.store = store;
@@ -194,6 +201,7 @@ export class FakeApiServer {
     if (this.#opts.token && r.authorization !== `Bearer ${this.#opts.token}`) {
       return this.#status(res, 401, 'Unauthorized', 'Unauthorized');
     }
+    if (this.intercept?.(r, req, res)) return;
     const fault = this.#faults.find(
       (f) =>
         f.remaining > 0 &&

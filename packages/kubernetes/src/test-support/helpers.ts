@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { InformerEventHandler } from '@userspace-proxy/core';
+import { type InformerEventHandler, type Logger, noopLogger } from '@userspace-proxy/core';
 import type { StoredObject } from './fake-store.js';
 
 /** A KubeConfig pointing at a fake API server (plain HTTP needs skipTLSVerify in client-node 1.4). */
@@ -179,4 +179,22 @@ export async function refuseApiRequests(port: number): Promise<RefusedRequests> 
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A logger that keeps its debug, info and warn lines, for tests that check what was logged. */
+export function recordingLogger() {
+  const lines: Record<'debug' | 'info' | 'warn', string[]> = { debug: [], info: [], warn: [] };
+  const logger: Logger = {
+    ...noopLogger,
+    debug: (m: unknown) => lines.debug.push(String(m)),
+    info: (m: unknown) => lines.info.push(String(m)),
+    warn: (m: unknown) => lines.warn.push(String(m)),
+    getSubLogger: () => logger,
+  };
+  return { logger, lines };
+}
+
+/** True when `text` holds a C0 control character (ESC, BEL, CR, LF…): what must never reach a log raw. */
+export function hasControlChars(text: string | undefined): boolean {
+  return [...(text ?? '')].some((c) => c.charCodeAt(0) < 0x20);
 }
