@@ -38,14 +38,18 @@ export class RoleProcess {
   readonly #pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   #next = 1;
 
-  constructor(role: string) {
+  /**
+   * `opts.profiled` marks a process that runs a proxy under a role shared with its peers (the
+   * `sctp` role serves the sink, the proxy and the load): only that one is profiled.
+   */
+  constructor(role: string, opts: { profiled?: boolean } = {}) {
     const entry = fileURLToPath(new URL('./child.ts', import.meta.url));
     // `--profile DIR` (main.ts): every proxy host writes a V8 CPU profile there when it ends.
     const profileDir = process.env.BENCH_PROFILE_DIR;
-    const profile =
-      (role === 'proxy' || role === 'idler-proxy') && profileDir
-        ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]
-        : [];
+    const profiled = opts.profiled ?? (role === 'proxy' || role === 'idler-proxy');
+    const profile = profiled && profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+    // `BENCH_TRACE_GC=1` with `--profile`: the profiled processes also log every GC (--trace-gc).
+    if (profile.length > 0 && process.env.BENCH_TRACE_GC) profile.push('--trace-gc');
     this.#child = fork(entry, [role], {
       execArgv: [...CHILD_EXEC_ARGV, ...(process.env.BENCH_BUILT ? [] : [SOURCES]), ...profile],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

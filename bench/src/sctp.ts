@@ -33,7 +33,7 @@ const value = (r: SctpRun, unit: string): number =>
 export async function sctpRows(cfg: SuiteConfig, rows: Row[]): Promise<void> {
   const sink = new RoleProcess('sctp');
   const ios = proxyIos();
-  const proxies = ios.map(() => new RoleProcess('sctp'));
+  const proxies = ios.map(() => new RoleProcess('sctp', { profiled: true }));
   const load = new RoleProcess('sctp');
   try {
     const direct = await sink.call<SctpTarget>('startSink');
