@@ -39,8 +39,10 @@ export type {
   KubeInformerOptions,
 } from './kube-informer.js';
 export { createGuardedInformer, createKubeInformer } from './kube-informer.js';
-export type { ListResult, PagedListOptions } from './list-pager.js';
+export type { ListPagerStats, ListResult, PagedList, PagedListOptions } from './list-pager.js';
 export { ApiStatusError, makePagedList } from './list-pager.js';
+export { ListLimitError } from './list-errors.js';
+export { RequestTimeoutError } from './request-timeout.js';
 export type { ObjectTransform } from './object-transform.js';
 export {
   endpointSliceTransform,

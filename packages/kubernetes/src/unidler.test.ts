@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Logger, noopLogger, type Service, type ServicePortName } from '@userspace-proxy/core';
@@ -5,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import type { StoredObject } from './test-support/fake-store.js';
 import { kubeConfigFor, recordingLogger, service } from './test-support/helpers.js';
+import { hang } from './test-support/hostile-responses.js';
 import type { Timers } from './timers.js';
 import { IDLED_AT_ANNOTATION, UNIDLE_TARGETS_ANNOTATION } from './unidle-targets.js';
 import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
@@ -408,6 +410,47 @@ describe('KubernetesUnidler against the fake API server', () => {
       expect(lines.warn.filter((l) => l.includes('clearing'))).toEqual([]);
       expect(lines.debug.some((l) => l.includes('clearing') && l.includes('HTTP 422'))).toBe(true);
       await u.close();
+    });
+  });
+  describe('a scale request that never answers', () => {
+    it('times out, frees the target for the next request, and counts it', async () => {
+      server.store.create('deployments', workload('deployments', 'web', 0));
+      const held = hang(server, (r) => r.verb === 'get' && r.resource === 'deployments/scale');
+      const { logger, lines } = recordingLogger();
+      const u = make({ requestTimeoutMs: 150, maxAttempts: 2, logger });
+      const svc = idledService([{ kind: 'Deployment', name: 'web', group: 'apps', replicas: 2 }]);
+      u.needPods({ service: svc, servicePort: port() });
+      // Both attempts hang; each gives up at its bound, so the request ends instead of for ever.
+      await u.settled();
+      expect(held.length).toBe(2);
+      expect(u.inFlight).toBe(0);
+      expect(u.stats).toMatchObject({ timeouts: 2, failed: 1, scaled: 0 });
+      expect(lines.warn.some((l) => l.includes('no answer within 150 ms'))).toBe(true);
+      // The server answers again: the next ask (the burst allows it) scales the workload.
+      server.intercept = undefined;
+      u.needPods({ service: svc, servicePort: port() });
+      await u.settled();
+      expect(replicasOf(server, 'deployments', 'web')).toBe(2);
+      expect(u.stats.scaled).toBe(1);
+    });
+
+    it('adds one abort listener per joined signal however often the same caller asks', async () => {
+      server.store.create('deployments', workload('deployments', 'web', 0));
+      const held = hang(server, (r) => r.verb === 'get' && r.resource === 'deployments/scale');
+      const u = make({ requestTimeoutMs: 60_000, maxAttempts: 1 });
+      const svc = idledService([{ kind: 'Deployment', name: 'web', group: 'apps', replicas: 2 }]);
+      const caller = new AbortController();
+      for (let i = 0; i < 200; i++) {
+        u.needPods({ service: svc, servicePort: port(), signal: caller.signal });
+      }
+      await vi.waitFor(() => expect(held.length).toBe(1), { timeout: 10_000 });
+      expect(u.stats.coalesced).toBe(199);
+      expect(getEventListeners(caller.signal, 'abort').length).toBe(1);
+      // The only joiner gives up: the request is aborted and its listener removed.
+      caller.abort();
+      await u.settled();
+      expect(u.inFlight).toBe(0);
+      expect(getEventListeners(caller.signal, 'abort').length).toBe(0);
     });
   });
 });

@@ -10,6 +10,7 @@ import {
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { statusOf } from './event-sink.js';
 import { LruCache } from './lru.js';
+import { RequestTimeoutError, withRequestTimeout } from './request-timeout.js';
 import { realTimers, sleep, type Timers } from './timers.js';
 import { TokenBucket } from './token-bucket.js';
 import {
@@ -61,6 +62,12 @@ export interface KubernetesUnidlerOptions extends UnidleTargetsLimits {
   clearAnnotations?: boolean;
   /** Targets whose rate limit is remembered (least recently used forgotten). Default 4 096. */
   maxTrackedTargets?: number;
+  /**
+   * How long one scale read, scale write or Service patch may take before it counts as failed (and
+   * is retried with back-off): a server that never answers must not hold a target's one request in
+   * flight for ever. Default 30 000 ms.
+   */
+  requestTimeoutMs?: number;
   /** Stops everything, as {@link KubernetesUnidler.close} does. */
   signal?: AbortSignal;
   timers?: Timers;
@@ -74,6 +81,7 @@ export const DEFAULT_UNIDLER_LIMITS = {
   refillPerSecond: 0.1,
   maxAttempts: 5,
   maxTrackedTargets: 4096,
+  requestTimeoutMs: 30_000,
 } as const;
 
 /** Counters, for logs and metrics. */
@@ -90,6 +98,8 @@ export interface UnidlerStats {
   failed: number;
   /** Attempts repeated after a failure. */
   retries: number;
+  /** Requests that did not answer within `requestTimeoutMs`. */
+  timeouts: number;
   /** Asks for a target that had a request in flight, joined to it. */
   coalesced: number;
   /** Asks for a target its rate limit held back (the idler asks again while it holds clients). */
@@ -107,6 +117,8 @@ type Outcome = 'scaled' | 'alreadyScaled' | 'notFound' | 'failed' | 'aborted' | 
 class InFlight {
   readonly #controller = new AbortController();
   readonly #cleanups: (() => void)[] = [];
+  /** Signals already joined: a caller that asks again with the same signal adds no listener. */
+  readonly #joined = new WeakSet<AbortSignal>();
   #live = 0;
   #unbounded = false;
   done: Promise<Outcome> = Promise.resolve('aborted');
@@ -125,6 +137,8 @@ class InFlight {
       this.#unbounded = true;
       return;
     }
+    if (this.#joined.has(signal)) return;
+    this.#joined.add(signal);
     this.#live++;
     this.#listen(signal, () => {
       if (--this.#live === 0 && !this.#unbounded) this.#controller.abort();
@@ -168,6 +182,7 @@ export class KubernetesUnidler {
   readonly #burst: number;
   readonly #refill: number;
   readonly #maxAttempts: number;
+  readonly #requestTimeoutMs: number;
   readonly #backoff: BackoffOptions | undefined;
   readonly #clearAnnotations: boolean;
   readonly #timers: Timers;
@@ -186,6 +201,7 @@ export class KubernetesUnidler {
     notFound: 0,
     failed: 0,
     retries: 0,
+    timeouts: 0,
     coalesced: 0,
     rateLimited: 0,
     invalidAnnotations: 0,
@@ -202,6 +218,7 @@ export class KubernetesUnidler {
     this.#burst = Math.max(1, opts.burst ?? DEFAULT_UNIDLER_LIMITS.burst);
     this.#refill = opts.refillPerSecond ?? DEFAULT_UNIDLER_LIMITS.refillPerSecond;
     this.#maxAttempts = Math.max(1, opts.maxAttempts ?? DEFAULT_UNIDLER_LIMITS.maxAttempts);
+    this.#requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_UNIDLER_LIMITS.requestTimeoutMs;
     this.#backoff = opts.backoff;
     this.#clearAnnotations = opts.clearAnnotations ?? false;
     this.#timers = opts.timers ?? realTimers;
@@ -328,11 +345,15 @@ export class KubernetesUnidler {
     const { kind, name, replicas } = target;
     const what = `${kind} ${namespace}/${name}`;
     const result = await this.#attempt(`scaling ${what}`, signal, SCALE_RETRIES, async () => {
-      const scale = await this.#client.readScale(kind, namespace, name, signal);
+      const scale = await this.#timed(`reading the scale of ${what}`, signal, (s) =>
+        this.#client.readScale(kind, namespace, name, s),
+      );
       const current = scale.spec?.replicas ?? 0;
       if (current > 0) return { current };
       const body = { ...scale, spec: { ...scale.spec, replicas } };
-      await this.#client.replaceScale(kind, namespace, name, body, signal);
+      await this.#timed(`writing the scale of ${what}`, signal, (s) =>
+        this.#client.replaceScale(kind, namespace, name, body, s),
+      );
       return { current };
     });
     if (result.ok && result.value.current > 0) {
@@ -394,7 +415,9 @@ export class KubernetesUnidler {
       const signal = this.#closing.signal;
       const what = `clearing the idling annotations of Service ${key}`;
       const result = await this.#attempt(what, signal, PATCH_RETRIES, () =>
-        this.#client.patchService(namespace, service.metadata.name, ops, signal),
+        this.#timed(what, signal, (s) =>
+          this.#client.patchService(namespace, service.metadata.name, ops, s),
+        ),
       );
       if (result.ok) {
         this.#stats.annotationsCleared++;
@@ -451,6 +474,16 @@ export class KubernetesUnidler {
         if (signal.aborted) return { ok: false, status };
       }
     }
+  }
+
+  /** One request, bounded by `requestTimeoutMs` (counted in `timeouts` when it is reached). */
+  #timed<T>(what: string, signal: AbortSignal, fn: (s: AbortSignal) => Promise<T>): Promise<T> {
+    return withRequestTimeout(this.#timers, this.#requestTimeoutMs, what, signal, fn).catch(
+      (err: unknown) => {
+        if (err instanceof RequestTimeoutError) this.#stats.timeouts++;
+        throw err;
+      },
+    );
   }
 
   #track(promise: Promise<unknown>): void {
