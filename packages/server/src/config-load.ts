@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { z } from 'zod';
+import { MAX_CONFIG_FILE_BYTES, readBoundedFile } from './bounded-read.js';
 import {
   CONFIG_API_VERSION,
   CONFIG_KIND,
@@ -40,7 +40,10 @@ export interface ResolveOptions {
   explicit: ReadonlySet<string>;
   /** Long names of the flags that set a field the file may also set (warned about when ignored). */
   configFlags: ReadonlySet<string>;
-  /** Reads the file; injectable for tests. Default fs.readFile as UTF-8. */
+  /**
+   * Reads the file; injectable for tests. Default {@link readConfigurationFile}: a regular file of
+   * at most {@link MAX_CONFIG_FILE_BYTES}, as UTF-8.
+   */
   read?: (path: string) => Promise<string>;
 }
 
@@ -133,10 +136,19 @@ export function decodeConfiguration(text: string): DecodeResult {
   return { input: undefined, warnings, errors };
 }
 
+/**
+ * Reads a configuration file as UTF-8, refusing (before reading anything) one that is not a regular
+ * file or is over {@link MAX_CONFIG_FILE_BYTES}: `--config /dev/zero` or a FIFO must fail with a
+ * message, not exhaust the heap or hang the start.
+ */
+export function readConfigurationFile(path: string): Promise<string> {
+  return readBoundedFile(path, { maxBytes: MAX_CONFIG_FILE_BYTES });
+}
+
 /** Reads and decodes a configuration file; a read failure is an error, not an exception. */
 export async function loadConfigurationFile(
   path: string,
-  read: (path: string) => Promise<string> = (p) => readFile(p, 'utf8'),
+  read: (path: string) => Promise<string> = readConfigurationFile,
 ): Promise<DecodeResult> {
   let text: string;
   try {

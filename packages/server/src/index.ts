@@ -4,6 +4,13 @@
  * its command line. Every export is named on purpose; `main.ts` (the bin) is not exported.
  */
 
+export type { BoundedReadOptions } from './bounded-read.js';
+export {
+  FileTooLargeError,
+  MAX_CONFIG_FILE_BYTES,
+  NotRegularFileError,
+  readBoundedFile,
+} from './bounded-read.js';
 export { runCleanup } from './cleanup.js';
 export type { CliOptions, CliResult } from './cli.js';
 export { buildProgram, parseCommandLine } from './cli.js';

@@ -1,5 +1,4 @@
 import type { watch as fsWatch } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import {
   componentLogger,
@@ -9,6 +8,7 @@ import {
   type Service,
   StaticInformer,
 } from '@userspace-proxy/core';
+import { readBoundedFile } from './bounded-read.js';
 import { watchFile } from './file-watch.js';
 import {
   MAX_MANIFEST_BYTES,
@@ -75,7 +75,7 @@ export interface ManifestSourceOptions {
   debounceMs?: number;
   /** After the directory watch fails (the directory was removed), retry it this often. Default 1000. */
   rewatchMs?: number;
-  /** Default fs.readFile as UTF-8. */
+  /** Default a bounded read as UTF-8: a regular file of at most {@link MAX_MANIFEST_BYTES}. */
   read?: (path: string) => Promise<string>;
   /** Default node:fs `watch`; a fake in tests. */
   watch?: typeof fsWatch;
@@ -88,11 +88,12 @@ export interface ManifestSourceOptions {
   parser?: ManifestParser;
 }
 
-/** Reads a manifest, refusing one larger than {@link MAX_MANIFEST_BYTES} before reading it. */
-async function readLimited(path: string): Promise<string> {
-  const { size } = await stat(path);
-  if (size > MAX_MANIFEST_BYTES) throw new Error(tooLargeMessage(size));
-  return readFile(path, 'utf8');
+/**
+ * Reads a manifest, refusing one that is not a regular file (a FIFO would hang the read, /dev/zero
+ * would fill the heap) or is larger than {@link MAX_MANIFEST_BYTES}, before reading it.
+ */
+function readLimited(path: string): Promise<string> {
+  return readBoundedFile(path, { maxBytes: MAX_MANIFEST_BYTES, tooLarge: tooLargeMessage });
 }
 
 /** A YAML line that holds nothing: blank, a comment, or a document marker (`---`, `...`). */
