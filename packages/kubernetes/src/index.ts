@@ -87,5 +87,10 @@ export {
   UNIDLE_TARGET_RESOURCES,
   UNIDLE_TARGETS_ANNOTATION,
 } from './unidle-targets.js';
-export type { KubernetesUnidlerOptions, NeedPodsRequest, UnidlerStats } from './unidler.js';
-export { DEFAULT_UNIDLER_LIMITS, KubernetesUnidler } from './unidler.js';
+export type {
+  KubernetesUnidlerOptions,
+  NeedPodsRequest,
+  UnidlerStats,
+} from './unidler-options.js';
+export { DEFAULT_UNIDLER_LIMITS } from './unidler-options.js';
+export { KubernetesUnidler } from './unidler.js';

@@ -44,7 +44,8 @@ import {
   PROXY_LABEL_SELECTOR,
   SERVICE_FIELD_SELECTOR,
 } from './selectors.js';
-import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
+import { KubernetesUnidler } from './unidler.js';
+import type { KubernetesUnidlerOptions } from './unidler-options.js';
 
 /** What the daemon (and an integrator) gets: the same shape as the server's `ProxySources`. */
 export interface KubernetesSources {

@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Logger, noopLogger, type Service, type ServicePortName } from '@userspace-proxy/core';
+import type { Service, ServicePortName } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import type { StoredObject } from './test-support/fake-store.js';
@@ -9,7 +9,8 @@ import { kubeConfigFor, recordingLogger, service } from './test-support/helpers.
 import { hang } from './test-support/hostile-responses.js';
 import type { Timers } from './timers.js';
 import { IDLED_AT_ANNOTATION, UNIDLE_TARGETS_ANNOTATION } from './unidle-targets.js';
-import { KubernetesUnidler, type KubernetesUnidlerOptions } from './unidler.js';
+import { KubernetesUnidler } from './unidler.js';
+import type { KubernetesUnidlerOptions } from './unidler-options.js';
 
 const IDLED_AT = '2026-12-01T08:00:00Z';
 

@@ -1,3 +1,6 @@
+// Longer than 450 lines because it is one HTTP server speaking the API server's list/watch, scale and
+// patch protocol over one store: its routes, faults and the hostile-response hook share the request
+// parsing and the store; split, each part would need the others' private state.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
