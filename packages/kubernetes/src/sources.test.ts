@@ -10,6 +10,7 @@ import {
 } from '@userspace-proxy/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGuardedInformer } from './kube-informer.js';
+import type { NodeLike } from './node-info.js';
 import { PROXY_LABEL_SELECTOR } from './selectors.js';
 import {
   createKubernetesSources,
@@ -19,9 +20,11 @@ import {
 import { FakeApiServer } from './test-support/fake-apiserver.js';
 import {
   endpointSlice,
+  hasControlChars,
   kubeConfigFor,
   node,
   recordingHandler,
+  recordingLogger,
   refuseApiRequests,
   service,
   until,
@@ -240,6 +243,34 @@ describe('createKubernetesSources', () => {
     mine.update(service('shop', 'headless', '10.96.0.20') as unknown as Service);
     await until(() => svc.objects.has('shop/headless'), 'now proxied');
     expect(server.count('list', 'services')).toBe(0);
+  });
+
+  it('logs Events, escaped and cut, when every informer is provided and no client is configured', async () => {
+    const { logger, lines } = recordingLogger();
+    const sources = await createKubernetesSources({
+      nodeName: 'n1',
+      logger,
+      env: {}, // not in a Pod, no kubeconfig: no client
+      serviceAccountDir: join(tmpdir(), 'no-such-service-account'),
+      informers: {
+        services: new StaticInformer<Service>(),
+        endpointSlices: new StaticInformer<EndpointSlice>(),
+        node: new StaticInformer<NodeLike>(),
+      },
+    });
+    sources.recorder.event(
+      { kind: 'Service', namespace: 'shop', name: 'web\x1b[2J' },
+      'Warning',
+      'Invalid',
+      `bad port\r\nFAKE LINE ${'m'.repeat(5000)}`,
+    );
+    const line = lines.info.find((l) => l.startsWith('Event(Service shop/web'));
+    expect(line).toBeDefined();
+    expect(line).toContain('web\\x1b[2J');
+    expect(line).toContain('bad port\\r\\nFAKE LINE');
+    expect(hasControlChars(line)).toBe(false);
+    expect(line).toMatch(/m…\(\d+ more\)$/);
+    expect((line as string).length).toBeLessThan(1100);
   });
 
   it('rejects an empty or malformed node name', async () => {

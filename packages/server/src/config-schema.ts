@@ -7,7 +7,7 @@ import { appendPortIfNeeded, isIPAddress } from './host-port.js';
  * fields, so an existing kube-proxy config file works, plus one extension block, `userspaceProxy`,
  * for what only a userspace proxy has (a manifest source, drain timeout, per-port limits). Inside the
  * daemon every duration is milliseconds; in files and flags it is a Go duration string.
- * It is longer than 400 lines because the type, its zod schema, the defaults and the resolution are
+ * It is longer than 450 lines because the type, its zod schema, the defaults and the resolution are
  * one table of fields read side by side: split, a new field would be four files to keep in step.
  */
 
@@ -62,6 +62,30 @@ export interface ConntrackConfiguration {
   tcpBeLiberal: boolean;
   udpTimeout: number;
   udpStreamTimeout: number;
+}
+
+/**
+ * The caps of each list a cluster source pages through (`userspaceProxy.listLimits`), so that an API
+ * server (or something posing as one) cannot page forever or fill the heap; past one, the list fails,
+ * is logged and counted, and the informer retries with back-off. The defaults are
+ * `@userspace-proxy/kubernetes`'s `DEFAULT_LIST_LIMITS` (far above 10 000 Services); a bigger cluster
+ * raises them here. Unused with a manifest.
+ */
+export interface ListLimitsConfiguration {
+  /** Objects asked for per page; 0 lists in one request. */
+  pageSize: number;
+  /** Pages one list may take. */
+  maxPages: number;
+  /** Objects one list may hold. */
+  maxItems: number;
+  /** Bytes of one page's response. */
+  maxPageBytes: number;
+  /** Bytes of one list's responses, all pages together. */
+  maxListBytes: number;
+  /** How long one page request may stay silent (no byte received). */
+  requestTimeout: number;
+  /** How long one page request may take in all, however steadily its bytes trickle in. */
+  requestDeadline: number;
 }
 
 /** The extension block: everything here is ours, not kube-proxy's. Each limit has a default. */
@@ -128,6 +152,8 @@ export interface UserspaceProxyConfiguration {
   sctpTransport: 'udp' | 'udp-helper' | 'raw';
   /** Data-path processes: a count, or "auto" (the cores, capped; workers/worker-count.ts). 1 = one process. */
   workers: number | 'auto';
+  /** The caps of a cluster source's lists. */
+  listLimits: ListLimitsConfiguration;
 }
 
 /** The complete, defaulted configuration. */
@@ -270,12 +296,37 @@ export const configFileSchema = z.strictObject({
       sctpTransport: z.enum(['udp', 'udp-helper', 'raw']).optional(),
       dataPath: z.enum(['node', 'native']).optional(),
       workers: z.union([z.number().int(), z.literal('auto')]).optional(),
+      listLimits: z
+        .strictObject({
+          pageSize: z.number().int().optional(),
+          maxPages: z.number().int().optional(),
+          maxItems: z.number().int().optional(),
+          maxPageBytes: z.number().int().optional(),
+          maxListBytes: z.number().int().optional(),
+          requestTimeout: duration.optional(),
+          requestDeadline: duration.optional(),
+        })
+        .optional(),
     })
     .optional(),
 });
 
 /** A decoded file, or the values set by flags: anything may be missing. */
 export type ConfigInput = z.output<typeof configFileSchema>;
+
+/**
+ * `@userspace-proxy/kubernetes`'s `DEFAULT_LIST_LIMITS`, repeated because the daemon loads that
+ * package only for a cluster source (a test holds the two equal).
+ */
+export const DEFAULT_LIST_LIMITS_CONFIG: Readonly<ListLimitsConfiguration> = Object.freeze({
+  pageSize: 500,
+  maxPages: 10_000,
+  maxItems: 1_000_000,
+  maxPageBytes: 256 * 1024 * 1024,
+  maxListBytes: 1024 * 1024 * 1024,
+  requestTimeout: 60_000,
+  requestDeadline: 120_000,
+});
 
 /** The daemon's defaults for the extension block (docs/operations.md says why each). */
 export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Object.freeze({
@@ -299,6 +350,7 @@ export const DEFAULT_USERSPACE_PROXY: Readonly<UserspaceProxyConfiguration> = Ob
   sctpTransport: 'udp',
   dataPath: 'node',
   workers: 1,
+  listLimits: DEFAULT_LIST_LIMITS_CONFIG,
 });
 
 /** `a` with every key `b` defines (deeply, for plain objects) replaced by `b`'s value. */
@@ -410,8 +462,22 @@ export function defaultConfiguration(input: ConfigInput = {}): KubeProxyConfigur
       sctpTransport: ext.sctpTransport ?? DEFAULT_USERSPACE_PROXY.sctpTransport,
       dataPath: ext.dataPath ?? DEFAULT_USERSPACE_PROXY.dataPath,
       workers: ext.workers ?? DEFAULT_USERSPACE_PROXY.workers,
+      listLimits: defaultListLimits(ext.listLimits),
     },
   };
+}
+
+/** Each list cap the file sets, the default for each it does not. */
+function defaultListLimits(
+  input: { readonly [K in keyof ListLimitsConfiguration]?: number | undefined } = {},
+): ListLimitsConfiguration {
+  const entries = Object.entries(DEFAULT_LIST_LIMITS_CONFIG) as [
+    keyof ListLimitsConfiguration,
+    number,
+  ][];
+  return Object.fromEntries(
+    entries.map(([key, fallback]) => [key, input[key] ?? fallback]),
+  ) as unknown as ListLimitsConfiguration;
 }
 
 /** The proxy mode a configuration selects, with "" resolved to the default. */

@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+// Not exported by the package: its defaults are read here only to hold the daemon's copy equal.
+import { DEFAULT_LIST_LIMITS } from '../../kubernetes/src/list-pager.js';
+import { decodeConfiguration } from './config-load.js';
 import { defaultConfiguration, type KubeProxyConfiguration } from './config-schema.js';
 import { validateConfiguration, validateHostPort } from './config-validate.js';
 
@@ -38,6 +41,64 @@ describe('validateConfiguration', () => {
       }),
     ).toEqual([]);
     expect(defaultConfiguration().userspaceProxy.dataPath).toBe('node');
+  });
+
+  it("takes the Kubernetes list caps from the file, defaulting to the package's own", () => {
+    const { requestTimeoutMs, requestDeadlineMs, ...caps } = DEFAULT_LIST_LIMITS;
+    expect(defaultConfiguration().userspaceProxy.listLimits).toEqual({
+      ...caps,
+      requestTimeout: requestTimeoutMs,
+      requestDeadline: requestDeadlineMs,
+    });
+    const decoded = decodeConfiguration(
+      'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n' +
+        'userspaceProxy: { listLimits: { maxItems: 5000000, requestDeadline: 5m } }\n',
+    );
+    expect(decoded.errors).toEqual([]);
+    const limits = defaultConfiguration(decoded.input).userspaceProxy.listLimits;
+    expect(limits).toMatchObject({
+      maxItems: 5_000_000,
+      requestDeadline: 300_000,
+      maxPages: 10_000,
+    });
+    const wrong = decodeConfiguration(
+      'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n' +
+        'userspaceProxy: { listLimits: { maxPages: 1.5, maxItems: many, pages: 3 } }\n',
+    );
+    expect(wrong.errors).toEqual([
+      expect.stringContaining('userspaceProxy.listLimits.maxPages'),
+      expect.stringContaining('userspaceProxy.listLimits.maxItems'),
+    ]);
+    expect(wrong.warnings).toEqual(['unknown field "userspaceProxy.listLimits.pages" is ignored']);
+  });
+
+  it('refuses list caps that would refuse every list; a page size of 0 lists in one request', () => {
+    const errors = errorsOf((c) => {
+      c.userspaceProxy.listLimits = {
+        pageSize: -1,
+        maxPages: 0,
+        maxItems: 0,
+        maxPageBytes: -5,
+        maxListBytes: 0,
+        requestTimeout: 0,
+        requestDeadline: -1000,
+      };
+    });
+    const at = 'KubeProxyConfiguration.UserspaceProxy.ListLimits';
+    expect(errors).toEqual([
+      `${at}.PageSize: Invalid value: -1: must be greater than or equal to 0`,
+      `${at}.MaxPages: Invalid value: 0: must be greater than 0`,
+      `${at}.MaxItems: Invalid value: 0: must be greater than 0`,
+      `${at}.MaxPageBytes: Invalid value: -5: must be greater than 0`,
+      `${at}.MaxListBytes: Invalid value: 0: must be greater than 0`,
+      `${at}.RequestTimeout: Invalid value: 0s: must be greater than 0`,
+      `${at}.RequestDeadline: Invalid value: -1s: must be greater than 0`,
+    ]);
+    expect(
+      errorsOf((c) => {
+        c.userspaceProxy.listLimits.pageSize = 0;
+      }),
+    ).toEqual([]);
   });
 
   it('refuses an SCTP MTU outside 576-65535 and defaults to 1500', () => {

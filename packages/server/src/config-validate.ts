@@ -311,5 +311,15 @@ function validateUserspaceProxy(c: UserspaceProxyConfiguration, path: string): F
     if (timeout <= 0)
       errs.push(invalid(`${path}.DialTimeouts[${i}]`, dur(timeout), 'must be greater than 0'));
   });
+  // Every list cap must let something through: 0 pages or items would refuse every list, and so
+  // leave the proxy without Services for good. A page size of 0 is client-go's "all in one request".
+  const list = c.listLimits;
+  atLeast('ListLimits.PageSize', list.pageSize, 0, num);
+  atLeast('ListLimits.MaxPages', list.maxPages, 1, num);
+  atLeast('ListLimits.MaxItems', list.maxItems, 1, num);
+  atLeast('ListLimits.MaxPageBytes', list.maxPageBytes, 1, num);
+  atLeast('ListLimits.MaxListBytes', list.maxListBytes, 1, num);
+  atLeast('ListLimits.RequestTimeout', list.requestTimeout, 1, dur);
+  atLeast('ListLimits.RequestDeadline', list.requestDeadline, 1, dur);
   return errs;
 }

@@ -96,6 +96,14 @@ userspaceProxy:
   sctpMtu: 9000
   sctpTransport: raw
   workers: 3
+  listLimits:
+    pageSize: 100
+    maxPages: 20
+    maxItems: 2000
+    maxPageBytes: 1048576
+    maxListBytes: 8388608
+    requestTimeout: 10s
+    requestDeadline: 30s
 `;
 
 async function readBack(path: string): Promise<KubeProxyConfiguration> {

@@ -85,6 +85,11 @@ export function toExternalConfiguration(
       dialTimeouts: ext.dialTimeouts.map(d),
       nodeWaitTimeout: d(ext.nodeWaitTimeout),
       idlingHoldTimeout: d(ext.idlingHoldTimeout),
+      listLimits: {
+        ...ext.listLimits,
+        requestTimeout: d(ext.listLimits.requestTimeout),
+        requestDeadline: d(ext.listLimits.requestDeadline),
+      },
     },
   };
 }

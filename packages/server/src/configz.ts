@@ -53,6 +53,8 @@ const DURATIONS: ReadonlySet<string> = new Set([
   'userspaceProxy.tcpKeepAlive',
   'userspaceProxy.dialTimeouts',
   'userspaceProxy.nodeWaitTimeout',
+  'userspaceProxy.listLimits.requestTimeout',
+  'userspaceProxy.listLimits.requestDeadline',
 ]);
 
 function goName(key: string): string {

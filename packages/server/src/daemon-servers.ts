@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { Logger } from '@userspace-proxy/core';
+import { LogLimiter } from '@userspace-proxy/core/sockets';
 import type { Registry } from 'prom-client';
 import type { KubeProxyConfiguration } from './config-schema.js';
 import { configzBody } from './configz.js';
@@ -43,11 +44,22 @@ export interface DaemonServersOptions {
 /** Starts both servers; returns their listeners (closed by the daemon's stop). */
 export function startDaemonServers(o: DaemonServersOptions): RetryingListener[] {
   const descriptors = o.httpLimits?.descriptors ?? new ProcDescriptorBudget();
-  const limits = (server: string): HttpLimits => ({
-    ...o.httpLimits,
-    descriptors,
-    onRefused: (reason) => o.metrics.httpConnectionRefused(server, reason),
-  });
+  const limits = (server: string): HttpLimits => {
+    // A flood of refusals is one line per server every 10 s, with the count of the ones held back.
+    const quiet = new LogLimiter();
+    return {
+      ...o.httpLimits,
+      descriptors,
+      onRefused: (reason, client) => {
+        o.metrics.httpConnectionRefused(server, reason);
+        const held = quiet.take();
+        if (held < 0) return;
+        const from = client === '' ? '' : ` from ${client}`;
+        const more = held > 0 ? ` (${held} more refused since the last message)` : '';
+        o.logger.warn(`the ${server} server refused a connection${from}: ${reason}${more}`);
+      },
+    };
+  };
   const registry = o.metrics.registry;
   const servers: [string, string, Server, string][] = [
     [

@@ -84,6 +84,7 @@ export class Daemon {
   #closeProxier: (() => Promise<void>) | undefined;
   #recorder: EventRecorder | undefined;
   #stopping: Promise<void> | undefined;
+  #starting: Promise<void> | undefined;
   #draining = false;
   #eligible: (() => boolean) | undefined;
   readonly #skipDrain = new AbortController();
@@ -128,9 +129,17 @@ export class Daemon {
 
   /**
    * Builds the sources and the Proxier (any failure rejects here, before anything listens), then
-   * starts the servers, the fan-out and the sync loop, and records the "Starting" event.
+   * starts the servers, the fan-out and the sync loop, and records the "Starting" event. A stop that
+   * comes meanwhile (a signal) waits for what is being built, closes it, and this resolves without
+   * serving; a second call returns the first one's promise.
    */
-  async start(): Promise<void> {
+  start(): Promise<void> {
+    this.#starting ??= this.#start();
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
+    if (this.#stopping !== undefined) return; // stopped before it started
     const config = this.#config;
     const log = this.#options.logger;
     const mode = effectiveProxyMode(config);
@@ -198,11 +207,9 @@ export class Daemon {
       }
     }
     this.#proxier = proxier;
-    if (this.#stopping !== undefined) {
-      // Stopped (a signal) while starting: the stop has run; do not start serving after it.
-      await proxier.shutdown();
-      return;
-    }
+    // Stopped (a signal) while building: the stop, waiting for this start, drains and closes what
+    // was built (the proxier, its engines and idler); nothing may start serving after it.
+    if (this.#stopping !== undefined) return;
     this.#cleanups.push(
       watchNodeIPs({
         config,
@@ -331,6 +338,10 @@ export class Daemon {
     this.#draining = true;
     this.#log.info(`stopping (${reason}): no new connections are accepted`);
     this.#abort.abort();
+    // A start under way is not cut short (each of its steps is bounded, and the wait for the Node
+    // ends on the abort above): what it builds is closed below with the rest, so nothing it made
+    // outlives `exited` (an SCTP engine's sockets, the idler's timers, the unidler's requests).
+    await this.#starting?.catch(() => {});
     const proxier = this.#proxier;
     const timeout = this.#config.userspaceProxy.drainTimeout;
     if (proxier !== undefined) {

@@ -9,6 +9,7 @@ import {
   createLimitedServer,
   HTTP_HEADERS_TIMEOUT_MS,
   HTTP_MAX_CONNECTIONS,
+  HTTP_MAX_CONNECTIONS_PER_CLIENT,
   HTTP_TIMEOUT_CHECK_MS,
   type HttpLimits,
   type HttpRefusal,
@@ -21,8 +22,13 @@ import { until } from './test-support/wait.js';
 
 const NET = loopbackBlock(); // this file's own /24: see loopbackBlock
 const HOST = `${NET}1`;
+/** Two clients on addresses of their own. */
+const CLIENT_A = `${NET}2`;
+const CLIENT_B = `${NET}3`;
 let server: Server | undefined;
 const sockets: Socket[] = [];
+/** Deadlines pushed far away, for tests that count idle connections however slow the machine. */
+const FAR = { headersTimeoutMs: 600_000, idleTimeoutMs: 600_000 };
 
 afterEach(async () => {
   for (const s of sockets.splice(0)) s.destroy();
@@ -31,18 +37,24 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function start(limits: HttpLimits): Promise<{ port: number; refusals: HttpRefusal[] }> {
+async function start(
+  limits: HttpLimits,
+): Promise<{ port: number; refusals: HttpRefusal[]; clients: string[] }> {
   const refusals: HttpRefusal[] = [];
+  const clients: string[] = [];
   server = createLimitedServer((_req, res) => res.end('ok'), {
     ...limits,
-    onRefused: (r) => refusals.push(r),
+    onRefused: (r, client) => {
+      refusals.push(r);
+      clients.push(client);
+    },
   });
   await new Promise<void>((resolve) => server?.listen(0, HOST, resolve));
-  return { port: (server.address() as AddressInfo).port, refusals };
+  return { port: (server.address() as AddressInfo).port, refusals, clients };
 }
 
-/** A raw connection that records when the server closed it. */
-function connect(port: number) {
+/** A raw connection (from `localAddress` when given) that records when the server closed it. */
+function connect(port: number, localAddress?: string) {
   const socket = new Socket();
   sockets.push(socket);
   const state = { closedAt: 0, received: '' };
@@ -53,7 +65,9 @@ function connect(port: number) {
     state.closedAt = Date.now();
   });
   socket.on('error', () => {});
-  const connected = new Promise<void>((resolve) => socket.connect(port, HOST, resolve));
+  const connected = new Promise<void>((resolve) =>
+    socket.connect({ port, host: HOST, ...(localAddress ? { localAddress } : {}) }, resolve),
+  );
   return { socket, state, connected };
 }
 
@@ -70,10 +84,13 @@ describe('the limits of the health and metrics servers', () => {
       expect(s.headersTimeout).toBe(HTTP_HEADERS_TIMEOUT_MS);
       expect(s.timeout).toBe(10_000);
     }
-    expect([HTTP_MAX_CONNECTIONS, HTTP_HEADERS_TIMEOUT_MS, HTTP_TIMEOUT_CHECK_MS]).toEqual([
-      64, 10_000, 1000,
-    ]);
-    expect(health.requestTimeout).toBe(10_000);
+    expect([
+      HTTP_MAX_CONNECTIONS,
+      HTTP_MAX_CONNECTIONS_PER_CLIENT,
+      HTTP_HEADERS_TIMEOUT_MS,
+      HTTP_TIMEOUT_CHECK_MS,
+    ]).toEqual([64, 16, 3000, 1000]);
+    expect(health.requestTimeout).toBe(3000);
     expect(metrics.requestTimeout).toBe(30_000);
   });
 
@@ -100,6 +117,41 @@ describe('the limits of the health and metrics servers', () => {
     expect(client.state.received).toMatch(/^HTTP\/1\.1 408/);
   });
 
+  it('close a connection that sends nothing at the header deadline, with a 408', async () => {
+    // The idle timeout is far away: what closes the connection is the header deadline, which Node
+    // starts when it accepts the connection, first byte or not.
+    const { port } = await start({
+      headersTimeoutMs: 200,
+      timeoutCheckMs: 50,
+      idleTimeoutMs: 600_000,
+    });
+    const client = connect(port);
+    await client.connected;
+    await until(() => client.state.closedAt > 0, 'the silent connection to be closed', 10_000);
+    expect(client.state.received).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('keep at most maxConnectionsPerClient per client address: another client is still served', async () => {
+    // The global cap is 20 here, and one client opens 20 idle connections: without a cap per
+    // client it held them all, and a probe from anywhere else was closed on arrival.
+    const { port, refusals, clients } = await start({ maxConnections: 20, ...FAR });
+    const idle = Array.from({ length: 20 }, () => connect(port, CLIENT_A));
+    await Promise.all(idle.map((c) => c.connected));
+    const over = 20 - HTTP_MAX_CONNECTIONS_PER_CLIENT;
+    await until(() => idle.filter((c) => c.state.closedAt > 0).length === over, 'the ones over');
+    expect(new Set(refusals)).toEqual(new Set(['client-limit']));
+    expect(new Set(clients)).toEqual(new Set([CLIENT_A]));
+    expect(refusals).toHaveLength(over);
+    expect(await get(`http://${HOST}:${port}/`, 2000, CLIENT_B)).toBe(200);
+    // The first client gets its connections back as its idle ones go.
+    expect(closedOnArrival(await get(`http://${HOST}:${port}/`, 2000, CLIENT_A))).toBe(true);
+    idle.find((c) => c.state.closedAt === 0)?.socket.destroy();
+    await until(
+      async () => (await get(`http://${HOST}:${port}/`, 2000, CLIENT_A)) === 200,
+      'the first client served again',
+    );
+  });
+
   it('close a connection that sends nothing after the idle timeout', async () => {
     const { port } = await start({ idleTimeoutMs: 300 });
     const client = connect(port);
@@ -110,8 +162,8 @@ describe('the limits of the health and metrics servers', () => {
   });
 
   it('keep at most maxConnections, closing and counting the others', async () => {
-    const { port, refusals } = await start({ maxConnections: 4 });
-    const clients = Array.from({ length: 10 }, () => connect(port));
+    const { port, refusals } = await start({ maxConnections: 4, ...FAR });
+    const clients = Array.from({ length: 10 }, (_, i) => connect(port, `${NET}${10 + i}`));
     await Promise.all(clients.map((c) => c.connected));
     await until(() => refusals.length === 6, 'six refusals');
     await until(

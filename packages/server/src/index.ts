@@ -27,6 +27,7 @@ export type {
   ConntrackConfiguration,
   IPTablesConfiguration,
   KubeProxyConfiguration,
+  ListLimitsConfiguration,
   LoggingConfiguration,
   UserspaceProxyConfiguration,
 } from './config-schema.js';
@@ -35,6 +36,7 @@ export {
   CONFIG_KIND,
   configFileSchema,
   DEFAULT_HEALTHZ_PORT,
+  DEFAULT_LIST_LIMITS_CONFIG,
   DEFAULT_METRICS_PORT,
   DEFAULT_PROXY_MODE,
   DEFAULT_USERSPACE_PROXY,
@@ -127,6 +129,7 @@ export { createSources } from './source-select.js';
 export type {
   KubernetesImporter,
   KubernetesSourcesOptions,
+  ListPagingLimits,
   ProxySources,
   SourceChoice,
 } from './sources.js';

@@ -235,7 +235,7 @@ export function createMetricCatalog(
   });
   const httpRefused = new Counter({
     name: `${up}_http_connections_refused_total`,
-    help: 'Connections the health and metrics servers closed on arrival, per server and reason (connection-limit, descriptors)',
+    help: 'Connections the health and metrics servers closed on arrival, per server and reason (connection-limit, client-limit, descriptors)',
     labelNames: ['server', 'reason'],
     registers,
   });

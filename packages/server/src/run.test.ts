@@ -186,6 +186,50 @@ describe('runCommand', () => {
     expect(out.stderr.length).toBeLessThan(3000);
   });
 
+  it('prints the first five of 10 000 configuration errors, and how many more', async () => {
+    const path = join(dir, 'config.yaml');
+    const bad = Array.from({ length: 10_000 }, (_, i) => `"bad-${i}-${'x'.repeat(60)}"`);
+    await writeFile(path, `${configText()}\nnodePortAddresses: [${bad.join(', ')}]\n`);
+    const { io, out } = fakeIO();
+    expect(await runCommand(['--config', path], io)).toBe(1);
+    const lines = out.stderr.split('\n').filter((l) => l.startsWith('  '));
+    expect(lines).toHaveLength(6);
+    expect(lines[0]).toContain('NodePortAddresses[0]');
+    expect(lines[4]).toContain('NodePortAddresses[4]');
+    expect(lines[5]).toBe('  … and 9995 more');
+    expect(out.stderr.length).toBeLessThan(8000); // each shown one cut as before
+  });
+
+  it('logs an invalid edit with 10 000 errors as one bounded line, again only when they change', async () => {
+    await writeManifest();
+    const path = join(dir, 'config.yaml');
+    await writeFile(path, configText());
+    const { io, out } = fakeIO();
+    const run = runCommand(['--config', path], io);
+    await until(
+      async () => (await ask(SERVICE_IP, 8080, 'a', 1000)) === 'A:a',
+      'the Service to answer',
+    );
+    const rejections = () => out.logs.filter((l) => l.includes('configuration file is invalid'));
+    // Two edits whose first five errors are the same and which differ only past them.
+    const edit = (last: string) => {
+      const bad = Array.from({ length: 10_000 }, (_, i) => `"bad-${i}"`);
+      bad[9999] = `"${last}"`;
+      return writeFile(path, configText(`nodePortAddresses: [${bad.join(', ')}]`));
+    };
+    await edit('first');
+    await until(() => rejections().length === 1, 'the rejection');
+    const line = rejections()[0] as string;
+    expect(line).toContain('NodePortAddresses[4]');
+    expect(line).not.toContain('NodePortAddresses[5]');
+    expect(line).toContain('… and 9995 more');
+    expect(line.length).toBeLessThan(8000);
+    await edit('second');
+    await until(() => rejections().length === 2, 'the second rejection');
+    out.signal?.('SIGTERM');
+    expect(await run).toBe(0);
+  });
+
   it('prints help to stdout and flag errors to stderr', async () => {
     const help = fakeIO();
     expect(await runCommand(['--help'], help.io)).toBe(0);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import type { Logger } from '@userspace-proxy/core';
 import { runCleanup } from './cleanup.js';
@@ -64,6 +65,19 @@ export const processIO: CommandIO = {
 /** A message about the configuration, which quotes the file's values: bounded and escaped. */
 const safe = (message: string) => logSafe(message, LOG_MESSAGE_MAX_CHARS);
 
+/**
+ * How many of a configuration's errors (or warnings) are printed; the rest are only counted. A file
+ * with 10 000 bad list entries must not print 10 000 lines (or one line of megabytes).
+ */
+export const CONFIG_MESSAGES_SHOWN = 5;
+
+/** The first {@link CONFIG_MESSAGES_SHOWN} of `messages`, each made safe, then "… and N more". */
+function shown(messages: readonly string[]): string[] {
+  const head = messages.slice(0, CONFIG_MESSAGES_SHOWN).map(safe);
+  const rest = messages.length - head.length;
+  return rest > 0 ? [...head, `… and ${rest} more`] : head;
+}
+
 function resolve(cli: CliOptions): Promise<ResolvedConfiguration> {
   return resolveConfiguration({
     configFile: cli.configFile,
@@ -98,9 +112,13 @@ export async function runCommand(
     });
     if (choice.kind === 'none') errors.push(choice.error);
   }
-  for (const warning of resolved.warnings) io.stderr(`Warning: ${safe(warning)}\n`);
+  for (const warning of shown(resolved.warnings)) io.stderr(`Warning: ${warning}\n`);
   if (config === undefined || errors.length > 0) {
-    io.stderr(`failed validate:\n${errors.map((e) => `  ${safe(e)}\n`).join('')}`);
+    io.stderr(
+      `failed validate:\n${shown(errors)
+        .map((e) => `  ${e}\n`)
+        .join('')}`,
+    );
     return 1;
   }
   const logger = createDaemonLogger({
@@ -202,10 +220,12 @@ async function checkConfigChange(
 ): Promise<void> {
   const next = await resolve(cli);
   if (next.config === undefined || next.errors.length > 0) {
-    // Any change in the directory calls this: the same mistake is reported once.
-    const errors = next.errors.map(safe).join('; ');
-    if (errors !== reported.errors) {
-      reported.errors = errors;
+    // Any change in the directory calls this: the same mistakes are reported once. Compared in
+    // full (as a digest), not as printed: two edits may differ only past what is shown.
+    const digest = createHash('sha256').update(JSON.stringify(next.errors)).digest('hex');
+    if (digest !== reported.errors) {
+      reported.errors = digest;
+      const errors = shown(next.errors).join('; ');
       logger.error(`the edited configuration file is invalid and is ignored: ${errors}`);
     }
     return;

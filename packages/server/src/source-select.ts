@@ -58,11 +58,15 @@ export async function createSources(options: SourceFactoryOptions): Promise<Prox
           options.metrics?.manifestReloaded(outcome.applied ? 'applied' : 'rejected'),
       });
     case 'cluster': {
+      const { requestTimeout, requestDeadline, ...caps } = config.userspaceProxy.listLimits;
       const k8s: KubernetesSourcesOptions = {
         nodeName: options.nodeName,
         useEndpointSlices: true,
         resyncPeriodMs: config.configSyncPeriod,
         logger,
+        informerOptions: {
+          list: { ...caps, requestTimeoutMs: requestTimeout, requestDeadlineMs: requestDeadline },
+        },
       };
       if (choice.kubeconfig !== '') k8s.kubeconfig = choice.kubeconfig;
       if (choice.master !== '') k8s.master = choice.master;

@@ -57,6 +57,19 @@ export interface KubernetesSourcesOptions {
   useEndpointSlices: true;
   resyncPeriodMs: number;
   logger: Logger;
+  /** The caps of the informers' paged lists (`userspaceProxy.listLimits`); absent: the package's. */
+  informerOptions?: { list: ListPagingLimits };
+}
+
+/** The list caps of `createKubernetesSources`' `informerOptions.list` that the daemon sets. */
+export interface ListPagingLimits {
+  pageSize: number;
+  maxPages: number;
+  maxItems: number;
+  maxPageBytes: number;
+  maxListBytes: number;
+  requestTimeoutMs: number;
+  requestDeadlineMs: number;
 }
 
 /** Which source a run uses, and why, for the startup log line. */

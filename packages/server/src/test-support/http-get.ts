@@ -3,11 +3,17 @@ import { get } from 'node:http';
 /**
  * GET `url` on a fresh connection: the status, or the error's message ("socket hang up" when the
  * server closes the connection on arrival). Unlike fetch, which can wait a long time on a connection
- * closed at once, it gives up after `timeoutMs`.
+ * closed at once, it gives up after `timeoutMs`. `localAddress`: the client's own address (a
+ * loopback one, to be another client than the test's other connections).
  */
-export function httpStatus(url: string, timeoutMs = 2000): Promise<number | string> {
+export function httpStatus(
+  url: string,
+  timeoutMs = 2000,
+  localAddress?: string,
+): Promise<number | string> {
   return new Promise((resolve) => {
-    const req = get(url, { timeout: timeoutMs, agent: false }, (res) => {
+    const options = { timeout: timeoutMs, agent: false, ...(localAddress ? { localAddress } : {}) };
+    const req = get(url, options, (res) => {
       res.resume();
       resolve(res.statusCode ?? 0);
     });
