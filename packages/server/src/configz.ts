@@ -53,6 +53,7 @@ const DURATIONS: ReadonlySet<string> = new Set([
   'userspaceProxy.tcpKeepAlive',
   'userspaceProxy.dialTimeouts',
   'userspaceProxy.nodeWaitTimeout',
+  'userspaceProxy.idlingHoldTimeout',
   'userspaceProxy.listLimits.requestTimeout',
   'userspaceProxy.listLimits.requestDeadline',
 ]);

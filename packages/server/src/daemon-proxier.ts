@@ -48,6 +48,29 @@ export async function buildDaemonProxier(
   options: ProxierOptions,
   env: { logger: Logger; sources?: ProxySources },
 ): Promise<DaemonProxier> {
+  // What each step started, undone in reverse when a later step throws: a failed start must not
+  // leave an SCTP engine's UDP port bound or a helper running in an embedder's process.
+  const undo: Array<() => Promise<void> | void> = [];
+  try {
+    return await build(config, options, env, undo);
+  } catch (error) {
+    for (const step of undo.reverse()) {
+      try {
+        await step();
+      } catch (closeError) {
+        env.logger.warn(`closing after a failed start: ${String(closeError).slice(0, 200)}`);
+      }
+    }
+    throw error;
+  }
+}
+
+async function build(
+  config: KubeProxyConfiguration,
+  options: ProxierOptions,
+  env: { logger: Logger; sources?: ProxySources },
+  undo: Array<() => Promise<void> | void>,
+): Promise<DaemonProxier> {
   const ext = config.userspaceProxy;
   // --sctp-transport=raw: one raw engine for every SCTP socket (main and idling), since two raw
   // stacks on one address would abort each other's associations; started now, so a missing
@@ -57,6 +80,7 @@ export async function buildDaemonProxier(
     ext.sctpTransport === 'raw'
       ? createRawSctpEngine({ onWarning: limitedWarnings(env.logger), association })
       : undefined;
+  if (raw !== undefined) undo.push(() => raw.close());
   await raw?.start();
   // The daemon owns its SCTP engine, raw or not, and closes it after the drain: made inside
   // withSctp, the UDP engine's sockets and any association still open outlived a stopped daemon
@@ -71,6 +95,7 @@ export async function buildDaemonProxier(
           udpIo: ext.sctpTransport === 'udp-helper' ? 'helper' : 'node',
         })
       : undefined;
+  if (udp !== undefined) undo.push(() => udp.close());
   await udp?.start();
   const engine = raw ?? (udp as UserspaceSctpEngine);
   const sctp = {
@@ -120,13 +145,19 @@ export async function buildDaemonProxier(
     await native?.close();
     await nativeUdp?.close();
   };
+  undo.push(async () => {
+    await native?.close();
+    await nativeUdp?.close();
+  });
   const main = await newCustomProxier(options, withProtocols(nativeUdp ?? tcp));
+  undo.push(() => main.shutdown());
   const counters =
     native !== undefined && nativeUdp !== undefined
       ? { native: { tcp: native.counters, udp: nativeUdp.counters } }
       : {};
   if (!ext.idling) return { proxier: main, close: closeSockets, ...counters };
   const unidler = env.sources?.createUnidler?.();
+  if (unidler !== undefined) undo.push(() => unidler.close());
   const idler = new Idler({
     maxHeldPerServicePort: ext.idlingMaxHeldPerPort,
     holdTimeoutMs: ext.idlingHoldTimeout,
@@ -134,6 +165,7 @@ export async function buildDaemonProxier(
     ...(unidler ? { unidleHook: unidler } : {}),
     logger: env.logger,
   });
+  undo.push(() => idler.close());
   // The idling proxier keeps its own load balancer (the daemon's is the main proxier's).
   const { loadBalancer: _main, ...idlingOptions } = options;
   const idling = await newCustomProxier(
