@@ -20,10 +20,11 @@ export interface DeadlineWaiter {
 
 /** Buckets still taking attempts, by timeout value: closed at the end of this loop iteration. */
 const open = new Map<number, DeadlineBucket>();
-let closer: NodeJS.Immediate | undefined;
+/** A `setImmediate` to close the open buckets is queued. */
+let closing = false;
 
 function closeOpenBuckets(): void {
-  closer = undefined;
+  closing = false;
   open.clear();
 }
 
@@ -47,7 +48,10 @@ export class DeadlineBucket {
     if (bucket === undefined) {
       bucket = new DeadlineBucket(ms);
       open.set(ms, bucket);
-      closer ??= setImmediate(closeOpenBuckets);
+      if (!closing) {
+        closing = true;
+        setImmediate(closeOpenBuckets);
+      }
     }
     bucket.#waiting.add(waiter);
     return bucket;
