@@ -9,6 +9,7 @@ import {
   servicePortNameString,
   splitHostPort,
 } from '../model/service-port-name.js';
+import { DeadlineBucket, type DeadlineWaiter } from './dial-deadlines.js';
 import { DEFAULT_PROXY_SOCKET_OPTIONS } from './proxy-socket-options.js';
 import { isNoEndpointsError } from './refusal.js';
 
@@ -125,8 +126,23 @@ export function dialEndpoints(
   new EndpointDialer(service, srcAddr, protocol, lb, opts, done).start();
 }
 
-/** One client's dial: at most one attempt in flight, its listeners made once. */
-class EndpointDialer {
+/** The dialer of an attempt, on its socket, so that the attempt's listeners are shared functions. */
+const kDialer = Symbol('userspace-proxy:dialer');
+type AttemptSocket = net.Socket & { [kDialer]?: EndpointDialer | undefined };
+
+function onAttemptConnect(this: AttemptSocket): void {
+  this[kDialer]?.connected();
+}
+function onAttemptError(this: AttemptSocket, error: Error): void {
+  this[kDialer]?.errored(error);
+}
+
+/**
+ * One client's dial: at most one attempt in flight. No closure of its own: the attempt's listeners
+ * are shared (they find the dialer on the socket), its timeout is a shared {@link DeadlineBucket},
+ * and the abort listener is made only for a dial with a signal.
+ */
+class EndpointDialer implements DeadlineWaiter {
   readonly #service: ServicePortName;
   readonly #srcAddr: Addr | null;
   readonly #protocol: 'TCP';
@@ -138,7 +154,8 @@ class EndpointDialer {
   #reset = false;
   #socket: net.Socket | undefined;
   #endpoint = '';
-  #timer: NodeJS.Timeout | undefined;
+  #deadline: DeadlineBucket | undefined;
+  #onAbort: (() => void) | undefined;
   #lastError: unknown;
   #finished = false;
 
@@ -166,6 +183,7 @@ class EndpointDialer {
         this.#finish(signal.reason);
         return;
       }
+      this.#onAbort = () => this.#aborted();
       signal.addEventListener('abort', this.#onAbort, { once: true });
     }
     const first = this.#opts.failedFirst;
@@ -221,20 +239,24 @@ class EndpointDialer {
       return;
     }
     this.#socket = socket;
+    (socket as AttemptSocket)[kDialer] = this;
     // `on`, not `once`: #drop removes both on the first of them, and `once` wraps each in a closure.
-    socket.on('connect', this.#onConnect);
-    socket.on('error', this.#onError);
-    this.#timer = setTimeout(this.#onTimeout, timeoutMs);
+    socket.on('connect', onAttemptConnect);
+    socket.on('error', onAttemptError);
+    this.#deadline = DeadlineBucket.add(this, timeoutMs);
   }
 
   /** Stops watching the attempt in flight; with `error`, also destroys it. */
   #drop(error: boolean): net.Socket | undefined {
-    clearTimeout(this.#timer);
+    this.#deadline?.remove(this);
+    this.#deadline = undefined;
     const socket = this.#socket;
     this.#socket = undefined;
     if (socket !== undefined) {
-      socket.removeListener('connect', this.#onConnect);
-      socket.removeListener('error', this.#onError);
+      // Cleared rather than deleted: a deleted property can turn the socket into a slow dictionary.
+      (socket as AttemptSocket)[kDialer] = undefined;
+      socket.removeListener('connect', onAttemptConnect);
+      socket.removeListener('error', onAttemptError);
       if (error) {
         // destroy() may still report the error being handled: keep it from becoming uncaught.
         socket.on('error', ignore);
@@ -244,26 +266,30 @@ class EndpointDialer {
     return socket;
   }
 
-  readonly #onConnect = (): void => {
+  /** The attempt's 'connect' (a shared listener; not for callers). */
+  connected(): void {
     const socket = this.#drop(false);
     this.#report(true);
     this.#finish(undefined, socket);
-  };
+  }
 
-  readonly #onError = (error: Error): void => {
+  /** The attempt's 'error' (a shared listener; not for callers). */
+  errored(error: Error): void {
     this.#drop(true);
     this.#failed(error);
-  };
+  }
 
-  readonly #onTimeout = (): void => {
+  /** DeadlineWaiter: the attempt did not connect in time. */
+  deadlinePassed(): void {
+    this.#deadline = undefined;
     this.#drop(true);
     this.#failed(new DialTimeoutError(this.#endpoint, this.#timeouts[this.#attempts - 1] ?? 0));
-  };
+  }
 
-  readonly #onAbort = (): void => {
+  #aborted(): void {
     this.#drop(true);
     this.#finish(this.#opts.signal?.reason);
-  };
+  }
 
   #failed(error: unknown): void {
     if (this.#finished) return;
@@ -304,7 +330,7 @@ class EndpointDialer {
   #finish(error: unknown, socket?: net.Socket): void {
     if (this.#finished) return;
     this.#finished = true;
-    this.#opts.signal?.removeEventListener('abort', this.#onAbort);
+    if (this.#onAbort !== undefined) this.#opts.signal?.removeEventListener('abort', this.#onAbort);
     const endpoint = socket === undefined ? undefined : this.#endpoint;
     const done = this.#done;
     if (typeof done === 'function') done(error, socket, endpoint);
