@@ -2,7 +2,8 @@
  * sctp-udp-helper: the UDP sockets of @userspace-proxy/sctp's `udpIo: 'helper'` transport (RFC 6951
  * SCTP over UDP), moved in batches. Node 20 sends and receives one datagram per call, each with a
  * JavaScript callback, a Buffer and a system call; this program owns the UDP sockets instead, reads
- * them with recvmmsg and writes them with sendmmsg (up to BATCH datagrams per call), and frames the
+ * them with recvmmsg (up to BATCH datagrams per call) and writes them with sendmmsg (up to
+ * SEND_QUEUE per call, runs of them as one GSO send each: below), and frames the
  * datagrams to and from the Node process over its stdin / stdout in large reads and writes. It also
  * does the SCTP checksum (CRC32c, RFC 9260 appendix B): datagrams whose checksum is wrong are counted
  * and reported instead of forwarded, and every datagram sent gets its checksum written here, so the
@@ -26,13 +27,27 @@
  *   'K' u32 handle, u32 count, u16 port, u8 alen, addr, u16 length, first bytes (up to 16)
  *        `count` datagrams refused for a bad checksum since the last 'K', the first one's source
  *   'E' u32 handle, u32 count, i32 errno            `count` sends failed (the last errno)
+ *   'G' u32 gso sends, u32 gso segments, u32 gso refused, i32 errno, u32 gro reads, u32 gro segments
+ *        what UDP GSO / GRO did since the last 'G' (at most one per wake-up, when something did)
  * Handles carry a generation, so a frame for a closed socket never reaches a new one.
  * The helper exits when stdin closes, on a malformed frame, or when its parent dies.
+ *
+ * UDP GSO / GRO (Linux >= 4.18 / 5.0; off with --no-gso / --no-gro): a run of datagrams of one
+ * socket to one destination, all of one size but the last (which may be shorter), leaves as one
+ * sendmsg with a UDP_SEGMENT cmsg, so the kernel's IP, netfilter and device work is done once per
+ * run instead of once per datagram (the segments on the wire are the same datagrams). A socket
+ * whose GSO send the kernel refuses (EIO: no checksum offload on the route; EINVAL / EMSGSIZE: a
+ * segment larger than the route's MTU, or no GSO at all) sends without it from then on, the
+ * refused datagrams again one by one, and the refusal is counted. With UDP_GRO set, a datagram
+ * read may be several coalesced ones (a GSO sender's run, delivered whole on loopback): it is
+ * split at the UDP_GRO cmsg's segment size before its checksums are checked and it is framed to
+ * Node, which therefore sees the same datagrams either way.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,9 +58,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define VERSION 1
+#define VERSION 2
 #define MAX_SOCKETS 4096
 #define BATCH 64
+/* datagrams queued for one socket before they go out in one sendmmsg */
+#define SEND_QUEUE 256
+/* segments and payload bytes of one GSO send (UDP_MAX_SEGMENTS was 64 before Linux 5.5; an IPv4
+   datagram carries at most 65 507 bytes) */
+#define GSO_MAX_SEGS 64
+#define GSO_MAX_BYTES 65000
 #define SLOT_BYTES 65536
 #define MAX_FRAME (SLOT_BYTES + 64)
 #define IN_CAP (1 << 20)
@@ -68,6 +89,7 @@ struct sock {
   size_t bad_head_len;
   uint32_t send_errors;
   int32_t last_errno;
+  int gso_off; /* the kernel refused a GSO send on this socket */
 };
 
 static struct sock socks[MAX_SOCKETS];
@@ -83,12 +105,24 @@ static struct mmsghdr rmsgs[BATCH];
 static struct iovec riov[BATCH];
 static struct sockaddr_storage raddrs[BATCH];
 
-static struct mmsghdr smsgs[BATCH];
-static struct iovec siov[BATCH];
-static struct sockaddr_storage saddrs[BATCH];
+static char rctl[BATCH][CMSG_SPACE(sizeof(int))];
+
+/* the datagrams queued for socket scur: their bytes (in inbuf) and destinations */
+static struct iovec siov[SEND_QUEUE];
+static struct sockaddr_storage saddrs[SEND_QUEUE];
+static socklen_t snamelen[SEND_QUEUE]; /* 0: the connected peer */
 static int sn;
 static struct sock *scur;
 static int errors_pending;
+/* one sendmmsg: each message one datagram, or a GSO run of them */
+static struct mmsghdr gmsgs[SEND_QUEUE];
+static char gctl[SEND_QUEUE][CMSG_SPACE(sizeof(uint16_t))];
+static int gcount[SEND_QUEUE]; /* datagrams in each message */
+
+static int use_gso = 1, use_gro = 1;
+/* what GSO / GRO did since the last 'G' frame */
+static uint32_t gso_sends, gso_segments, gso_refused, gro_reads, gro_segments;
+static int32_t gso_errno;
 
 /* ---- CRC32c ---- */
 
@@ -230,6 +264,19 @@ static void report_errors(struct sock *s) {
   s->send_errors = 0;
 }
 
+static void report_gso(void) {
+  if ((gso_sends | gso_refused | gro_reads) == 0) return;
+  unsigned char *p = frame('G', 24);
+  put32(p, gso_sends);
+  put32(p + 4, gso_segments);
+  put32(p + 8, gso_refused);
+  put32(p + 12, (uint32_t)gso_errno);
+  put32(p + 16, gro_reads);
+  put32(p + 20, gro_segments);
+  gso_sends = gso_segments = gso_refused = gro_reads = gro_segments = 0;
+  gso_errno = 0;
+}
+
 /* ---- sockets ---- */
 
 static struct sock *find(uint32_t handle) {
@@ -330,32 +377,105 @@ static void do_bind(uint32_t req, uint32_t buf_bytes, uint16_t port, uint16_t rp
   s->family = fam;
   s->bad = 0;
   s->send_errors = 0;
+  s->gso_off = !use_gso;
+  if (use_gro) {
+    int on = 1; /* refused by a kernel before 5.0: datagrams then come one by one, as without */
+    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on);
+  }
   struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)idx + 1};
   epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
   answer_bind(req, 0, s->handle, bound);
 }
 
+static int same_dest(int a, int b) {
+  return snamelen[a] == snamelen[b] &&
+         (snamelen[a] == 0 || memcmp(&saddrs[a], &saddrs[b], snamelen[a]) == 0);
+}
+
+/*
+ * The messages of one sendmmsg for the queued datagrams from `from` on: with GSO, each run of
+ * datagrams to one destination whose sizes are all the first's but the last's (not larger) is one
+ * message with a UDP_SEGMENT cmsg; every other datagram is a message of its own.
+ */
+static int build_messages(const struct sock *s, int from) {
+  int ng = 0;
+  for (int i = from; i < sn; ng++) {
+    size_t seg = siov[i].iov_len;
+    size_t total = seg;
+    int n = 1;
+    if (!s->gso_off && seg > 0) {
+      while (i + n < sn && n < GSO_MAX_SEGS) {
+        size_t l = siov[i + n].iov_len;
+        if (l == 0 || l > seg || total + l > GSO_MAX_BYTES || !same_dest(i, i + n)) break;
+        total += l;
+        n++;
+        if (l < seg) break; /* only the last segment may be shorter */
+      }
+    }
+    struct msghdr *h = &gmsgs[ng].msg_hdr;
+    memset(h, 0, sizeof *h);
+    if (snamelen[i] != 0) {
+      h->msg_name = &saddrs[i];
+      h->msg_namelen = snamelen[i];
+    }
+    h->msg_iov = &siov[i];
+    h->msg_iovlen = (size_t)n;
+    if (n > 1) {
+      memset(gctl[ng], 0, sizeof gctl[ng]);
+      h->msg_control = gctl[ng];
+      h->msg_controllen = sizeof gctl[ng];
+      struct cmsghdr *c = CMSG_FIRSTHDR(h);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t gso = (uint16_t)seg;
+      memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    }
+    gcount[ng] = n;
+    i += n;
+  }
+  return ng;
+}
+
+/* Sends the queued datagrams of scur (GSO runs where they form), then forgets them. */
 static void send_batch(void) {
   if (sn == 0) return;
   struct sock *s = scur;
-  int done = 0;
+  int done = 0; /* datagrams sent or dropped */
   while (done < sn) {
-    int r = sendmmsg(s->fd, smsgs + done, (unsigned)(sn - done), MSG_DONTWAIT);
+    int ng = build_messages(s, done);
+    int r = sendmmsg(s->fd, gmsgs, (unsigned)ng, MSG_DONTWAIT);
     if (r < 0) {
       if (errno == EINTR) continue;
-      s->last_errno = errno;
+      int e = errno;
+      if (gcount[0] > 1 && (e == EIO || e == EINVAL || e == EMSGSIZE || e == EOPNOTSUPP ||
+                            e == ENOPROTOOPT)) {
+        /* the kernel refuses GSO here (no checksum offload on the route, a segment over its
+           MTU, no UDP_SEGMENT): this socket sends one datagram a message from now on */
+        s->gso_off = 1;
+        gso_refused++;
+        gso_errno = e;
+        continue;
+      }
+      s->last_errno = e;
       errors_pending = 1;
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+      if (e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS) {
         /* a full socket buffer: the rest would fail alike, one call each; drop them together */
         s->send_errors += (uint32_t)(sn - done);
         break;
       }
-      /* this datagram failed (an unreachable peer, say): drop it, go on with the next */
-      s->send_errors++;
-      done++;
+      /* this message failed (an unreachable peer, say): drop it, go on with the next */
+      s->send_errors += (uint32_t)gcount[0];
+      done += gcount[0];
       continue;
     }
-    done += r;
+    for (int k = 0; k < r; k++) {
+      done += gcount[k];
+      if (gcount[k] > 1) {
+        gso_sends++;
+        gso_segments += (uint32_t)gcount[k];
+      }
+    }
   }
   sn = 0;
   scur = NULL;
@@ -395,7 +515,7 @@ static void do_send(uint32_t handle, uint16_t port, unsigned alen, const unsigne
     }
     addr = bin;
   }
-  if (scur != s || sn == BATCH) send_batch();
+  if (scur != s || sn == SEND_QUEUE) send_batch();
   scur = s;
   if (len >= 12) {
     uint32_t c = sctp_crc(data, len);
@@ -404,20 +524,16 @@ static void do_send(uint32_t handle, uint16_t port, unsigned alen, const unsigne
     data[10] = (c >> 16) & 0xff;
     data[11] = (c >> 24) & 0xff;
   }
-  struct mmsghdr *m = &smsgs[sn];
-  memset(m, 0, sizeof *m);
   siov[sn].iov_base = data;
   siov[sn].iov_len = len;
-  m->msg_hdr.msg_iov = &siov[sn];
-  m->msg_hdr.msg_iovlen = 1;
+  snamelen[sn] = 0;
   if (alen == 4 && s->family == AF_INET) {
     struct sockaddr_in *sa = (struct sockaddr_in *)&saddrs[sn];
     memset(sa, 0, sizeof *sa);
     sa->sin_family = AF_INET;
     sa->sin_port = htons(port);
     memcpy(&sa->sin_addr, addr, 4);
-    m->msg_hdr.msg_name = sa;
-    m->msg_hdr.msg_namelen = sizeof *sa;
+    snamelen[sn] = sizeof *sa;
   } else if (alen == 4 || alen == 16) {
     struct sockaddr_in6 *sa = (struct sockaddr_in6 *)&saddrs[sn];
     memset(sa, 0, sizeof *sa);
@@ -430,8 +546,7 @@ static void do_send(uint32_t handle, uint16_t port, unsigned alen, const unsigne
       sa->sin6_addr.s6_addr[11] = 0xff;
       memcpy(&sa->sin6_addr.s6_addr[12], addr, 4);
     }
-    m->msg_hdr.msg_name = sa;
-    m->msg_hdr.msg_namelen = sizeof *sa;
+    snamelen[sn] = sizeof *sa;
   }
   sn++;
 }
@@ -503,6 +618,48 @@ static void read_stdin(void) {
   inlen -= off;
 }
 
+/* One datagram read (or one segment of a coalesced read): checked, then framed to Node. */
+static void deliver(struct sock *s, unsigned char *d, size_t len, const unsigned char *a,
+                    size_t alen, uint16_t port) {
+  if (len >= MIN_SCTP) {
+    uint32_t c = sctp_crc(d, len);
+    uint32_t stored =
+        (uint32_t)d[8] | (uint32_t)d[9] << 8 | (uint32_t)d[10] << 16 | (uint32_t)d[11] << 24;
+    if (c != stored) {
+      if (s->bad++ == 0) {
+        memcpy(s->bad_src, a, alen);
+        s->bad_src_len = alen;
+        s->bad_port = port;
+        size_t h = len < 16 ? len : 16;
+        put16(s->bad_head, (uint16_t)(len > 0xffff ? 0xffff : len));
+        memcpy(s->bad_head + 2, d, h);
+        s->bad_head_len = 2 + h;
+      }
+      return;
+    }
+  }
+  unsigned char *p = frame('P', 7 + alen + len);
+  put32(p, s->handle);
+  put16(p + 4, port);
+  p[6] = alen_byte(alen);
+  memcpy(p + 7, a, alen);
+  memcpy(p + 7 + alen, d, len);
+  if (outlen >= OUT_FLUSH) flush_out();
+}
+
+/* The segment size of a coalesced read (its UDP_GRO cmsg), or 0. */
+static size_t gro_size(struct msghdr *h) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR(h, c)) {
+    if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO &&
+        c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      int seg;
+      memcpy(&seg, CMSG_DATA(c), sizeof seg);
+      return seg > 0 ? (size_t)seg : 0;
+    }
+  }
+  return 0;
+}
+
 static void read_udp(struct sock *s) {
   for (int round = 0; round < ROUNDS; round++) {
     for (int i = 0; i < BATCH; i++) {
@@ -513,6 +670,10 @@ static void read_udp(struct sock *s) {
       rmsgs[i].msg_hdr.msg_iovlen = 1;
       rmsgs[i].msg_hdr.msg_name = &raddrs[i];
       rmsgs[i].msg_hdr.msg_namelen = sizeof raddrs[i];
+      if (use_gro) {
+        rmsgs[i].msg_hdr.msg_control = rctl[i];
+        rmsgs[i].msg_hdr.msg_controllen = sizeof rctl[i];
+      }
     }
     int n = recvmmsg(s->fd, rmsgs, BATCH, MSG_DONTWAIT, NULL);
     if (n <= 0) break; /* EAGAIN, or an error (an ICMP report) the next read clears */
@@ -523,37 +684,32 @@ static void read_udp(struct sock *s) {
       uint16_t port;
       size_t alen = addr_bytes(&raddrs[i], a, &port);
       if (alen == 0) continue;
-      if (len >= MIN_SCTP) {
-        uint32_t c = sctp_crc(d, len);
-        uint32_t stored = (uint32_t)d[8] | (uint32_t)d[9] << 8 | (uint32_t)d[10] << 16 |
-                          (uint32_t)d[11] << 24;
-        if (c != stored) {
-          if (s->bad++ == 0) {
-            memcpy(s->bad_src, a, alen);
-            s->bad_src_len = alen;
-            s->bad_port = port;
-            size_t h = len < 16 ? len : 16;
-            put16(s->bad_head, (uint16_t)(len > 0xffff ? 0xffff : len));
-            memcpy(s->bad_head + 2, d, h);
-            s->bad_head_len = 2 + h;
-          }
-          continue;
-        }
+      size_t seg = use_gro ? gro_size(&rmsgs[i].msg_hdr) : 0;
+      if (seg == 0 || seg >= len) {
+        deliver(s, d, len, a, alen, port);
+        continue;
       }
-      unsigned char *p = frame('P', 7 + alen + len);
-      put32(p, s->handle);
-      put16(p + 4, port);
-      p[6] = alen_byte(alen);
-      memcpy(p + 7, a, alen);
-      memcpy(p + 7 + alen, d, len);
-      if (outlen >= OUT_FLUSH) flush_out();
+      /* coalesced by GRO: the datagrams as they were sent, each seg bytes but the last */
+      gro_reads++;
+      for (size_t off = 0; off < len; off += seg) {
+        deliver(s, d + off, len - off < seg ? len - off : seg, a, alen, port);
+        gro_segments++;
+      }
     }
     if (n < BATCH) break;
   }
   report_bad(s);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--no-gso") == 0) use_gso = 0;
+    else if (strcmp(argv[i], "--no-gro") == 0) use_gro = 0;
+    else {
+      fprintf(stderr, "sctp-udp-helper: unknown option %.64s\n", argv[i]);
+      return 3;
+    }
+  }
   signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) return 6; /* the parent died before the line above */
@@ -589,6 +745,7 @@ int main(void) {
       for (int i = 0; i < nsocks; i++)
         if (socks[i].fd >= 0) report_errors(&socks[i]);
     }
+    report_gso();
     flush_out();
   }
 }

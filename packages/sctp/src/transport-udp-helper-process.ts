@@ -32,6 +32,16 @@ export interface UdpHelperCounters {
   starts: number;
   /** Helper processes that died (not stopped by us). */
   deaths: number;
+  /** UDP GSO sends: runs of datagrams to one destination that left in one sendmsg. */
+  gsoSends: number;
+  /** Datagrams sent in those runs. */
+  gsoSegments: number;
+  /** GSO sends the kernel refused (EIO, EINVAL, ...): their socket sends without GSO from then on. */
+  gsoRefused: number;
+  /** Reads that returned datagrams coalesced by UDP GRO (split again before Node sees them). */
+  groReads: number;
+  /** Datagrams those reads carried. */
+  groSegments: number;
 }
 
 /** What a helper process reports to the provider that runs it. */
@@ -41,6 +51,8 @@ export interface HelperOwner {
   readonly byHandle: ReadonlyMap<number, HelperSocket>;
   /** The process ended (`why` for the logs). */
   exited(h: HelperProcess, why: string): void;
+  /** The kernel refused a GSO send (`errno`); `count` refusals since the last report. */
+  gsoRefused(count: number, errno: number): void;
   /** Queues a datagram of `s` (see HelperUdpSockets.send). */
   send(s: HelperSocket, msg: Buffer, port: number, address: string): void;
   closeSocket(s: HelperSocket): void;
@@ -302,6 +314,17 @@ export class HelperProcess {
     if (type === 0x45 && len >= 13) {
       // 'E' u32 handle, u32 count, i32 errno
       this.owner.counters.sendErrors += b.readUInt32BE(off + 5);
+      return;
+    }
+    if (type === 0x47 && len >= 25) {
+      // 'G' u32 gso sends, u32 gso segments, u32 gso refused, i32 errno, u32 gro reads, u32 gro segments
+      const c = this.owner.counters;
+      c.gsoSends += b.readUInt32BE(off + 1);
+      c.gsoSegments += b.readUInt32BE(off + 5);
+      const refused = b.readUInt32BE(off + 9);
+      c.groReads += b.readUInt32BE(off + 17);
+      c.groSegments += b.readUInt32BE(off + 21);
+      if (refused > 0) this.owner.gsoRefused(refused, b.readInt32BE(off + 13));
       return;
     }
     if (type === 0x62 && len >= 15) {

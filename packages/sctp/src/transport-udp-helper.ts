@@ -61,12 +61,24 @@ export interface UdpHelperOptions {
   readonly startTimeoutMs?: number;
   /** First restart delay after the helper died, ms, doubling up to 5 s. Default 100. */
   readonly restartBackoffMs?: number;
+  /**
+   * UDP GSO (Linux >= 4.18): a run of datagrams of one socket to one destination, all one size
+   * but the last, leaves in one sendmsg with a UDP_SEGMENT cmsg, so the kernel's per-packet IP and
+   * device work is done once per run (docs/sctp.md, "Fifth pass"). A socket whose GSO send the
+   * kernel refuses sends without it from then on (counted, warned once). Default true.
+   */
+  readonly gso?: boolean;
+  /**
+   * UDP GRO (Linux >= 5.0): sockets accept datagrams coalesced by the kernel (a GSO sender's run
+   * on loopback arrives whole) and the helper splits them at the segment size. Default true.
+   */
+  readonly gro?: boolean;
   /** Receives the helper's deaths and restarts (already short and escaped). */
   readonly onWarning?: (message: string) => void;
 }
 
 const SOURCE = fileURLToPath(new URL('../native/sctp-udp-helper.c', import.meta.url));
-const HELPER_VERSION = 1;
+const HELPER_VERSION = 2;
 const MAX_RESTART_DELAY_MS = 5000;
 /**
  * A helper that stayed up this long starts the restart back-off over when it dies (as the native
@@ -108,7 +120,14 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
     sendDropped: 0,
     starts: 0,
     deaths: 0,
+    gsoSends: 0,
+    gsoSegments: 0,
+    gsoRefused: 0,
+    groReads: 0,
+    groSegments: 0,
   };
+  /** The first GSO refusal is warned about; the later ones are counted only. */
+  private gsoWarned = false;
   /** Open sockets by their current helper handle. */
   readonly byHandle = new Map<number, HelperSocket>();
   private readonly sockets = new Set<HelperSocket>();
@@ -149,7 +168,11 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
   private async spawn(): Promise<HelperProcess> {
     const epoch = this.epoch;
     const path = this.o.helperPath ?? (await buildUdpHelper(this.o.compiler));
-    const child = spawn(path, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const args = [
+      ...(this.o.gso === false ? ['--no-gso'] : []),
+      ...(this.o.gro === false ? ['--no-gro'] : []),
+    ];
+    const child = spawn(path, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     const h = new HelperProcess(child, this);
     let version: number;
     try {
@@ -254,6 +277,17 @@ export class HelperUdpSockets implements UdpSocketProvider, HelperOwner {
       const h = this.current;
       if (h !== undefined && !h.exited) h.closeHandle(s.handle);
     }
+  }
+
+  /** {@link HelperOwner.gsoRefused}: counted, warned about once per engine. */
+  gsoRefused(count: number, errno: number): void {
+    this.counters.gsoRefused += count;
+    if (this.gsoWarned) return;
+    this.gsoWarned = true;
+    this.o.onWarning?.(
+      `SCTP UDP helper: the kernel refused a UDP GSO send (${errnoName(errno)}); ` +
+        'that socket sends datagram by datagram from now on',
+    );
   }
 
   /** A helper process ended: on purpose (nothing to do), or it died (restart, bind again). */

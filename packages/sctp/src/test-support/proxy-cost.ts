@@ -4,11 +4,12 @@
  * figure depends little on how loaded the machine is:
  * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/proxy-cost.ts
  *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR] [--count]
- *  [--udp-io node|helper] [--proxy-udp-io node|helper]`.
+ *  [--udp-io node|helper] [--proxy-udp-io node|helper] [--no-gso] [--no-gro]`.
  * Prints each process's CPU milliseconds per MB (or microseconds per message) and the rate.
  * `--udp-io helper` runs every process's engine on the C UDP helper, `--proxy-udp-io helper` only
  * the proxy's; a process's CPU then includes its helper's (utime + stime from /proc/<pid>/stat),
- * and the helper's part is printed too.
+ * and the helper's part is printed too; `--no-gso` / `--no-gro` turn the helpers' UDP GSO / GRO off
+ * (docs/sctp.md, "Fifth pass").
  * `--prof DIR` writes a V8 CPU profile of the proxy (of the sink with `--direct`) into DIR;
  * `--impl DIR` loads the engine from another copy of `src/` (before/after comparisons), or from a
  * module (a build's `dist/index.js`); `--count` adds the proxy's (the sink's) timers, immediates,
@@ -90,8 +91,12 @@ async function child(impl: string): Promise<void> {
   if (process.argv.includes('--count')) countCalls();
   const sctp: typeof Sctp = await import(impl);
   const udpIo = (arg('--udp-io-child') ?? 'node') as 'node' | 'helper';
+  const udpHelper = {
+    gso: !process.argv.includes('--no-gso'),
+    gro: !process.argv.includes('--no-gro'),
+  };
   const engine = sctp.createUserspaceSctpEngine(
-    udpIo === 'helper' ? { udpIo } : {},
+    udpIo === 'helper' ? { udpIo, udpHelper } : {},
   ) as Sctp.UserspaceSctpEngine;
   helperPid = () => engine.udpHelperPid;
   let counts = { messages: 0, bytes: 0 };
@@ -175,6 +180,9 @@ async function child(impl: string): Promise<void> {
     async helperCpu() {
       return helperCpuMs();
     },
+    async helperCounters() {
+      return engine.udpHelperCounters ?? {};
+    },
     async packets() {
       return packets();
     },
@@ -205,7 +213,8 @@ function spawnRole(
 ) {
   const self = fileURLToPath(import.meta.url);
   const argv = ['--child', role, '--impl-path', impl, '--udp-io-child', udpIo];
-  const cp = fork(self, [...argv, ...(count ? ['--count'] : [])], {
+  const helperFlags = ['--no-gso', '--no-gro'].filter((f) => process.argv.includes(f));
+  const cp = fork(self, [...argv, ...helperFlags, ...(count ? ['--count'] : [])], {
     execArgv: [...process.execArgv, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -261,6 +270,7 @@ async function main(): Promise<void> {
     const sys0 = await (proxy ?? sink).call<number>('sys');
     const h0 = await (proxy ?? sink).call<number>('helperCpu');
     const calls0 = await (proxy ?? sink).call<Record<string, number>>('calls');
+    const hc0 = await (proxy ?? sink).call<Record<string, number>>('helperCounters');
     const t0 = performance.now();
     await load.call('load', target, size, messages);
     let got = await sink.call<{ messages: number; bytes: number }>('counts');
@@ -284,6 +294,7 @@ async function main(): Promise<void> {
     const sysMs = (await (proxy ?? sink).call<number>('sys')) - sys0;
     const helperMs = (await (proxy ?? sink).call<number>('helperCpu')) - h0;
     const calls1 = await (proxy ?? sink).call<Record<string, number>>('calls');
+    const hc1 = await (proxy ?? sink).call<Record<string, number>>('helperCounters');
     const mb = got.bytes / 1e6;
     const per = (ms: number): string =>
       size >= 1000
@@ -301,6 +312,14 @@ async function main(): Promise<void> {
         `; ${proxy ? 'proxy' : 'sink'} packets in ${((p1.in - p0.in) / got.messages).toFixed(3)}, out ${((p1.out - p0.out) / got.messages).toFixed(3)} per message` +
         ` (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
     );
+    if (hc1.packetsOut !== undefined) {
+      const d = (k: string): number => (hc1[k] ?? 0) - (hc0[k] ?? 0);
+      console.log(
+        `${proxy ? 'proxy' : 'sink'} UDP helper: ${d('packetsOut')} datagrams out, ${d('gsoSegments')} of them ` +
+          `in ${d('gsoSends')} GSO sends (${d('gsoRefused')} refused); ${d('packetsIn')} in, ` +
+          `${d('groSegments')} of them in ${d('groReads')} GRO reads`,
+      );
+    }
     if (count) {
       const per = size >= 1000 ? mb : got.messages;
       const unit = size >= 1000 ? 'per MB' : 'per message';
