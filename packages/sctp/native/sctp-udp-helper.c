@@ -42,6 +42,11 @@
  * read may be several coalesced ones (a GSO sender's run, delivered whole on loopback): it is
  * split at the UDP_GRO cmsg's segment size before its checksums are checked and it is framed to
  * Node, which therefore sees the same datagrams either way.
+ *
+ * One file of about 750 lines on purpose: it is compiled on first use from this one source
+ * (buildNativeHelper is given one path, and the package ships it as is), and its parts (framing,
+ * checksum, sockets, send runs) share the static batch buffers above, which split files would
+ * have to expose to each other.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
