@@ -7,7 +7,7 @@ import { appendPortIfNeeded, isIPAddress } from './host-port.js';
  * fields, so an existing kube-proxy config file works, plus one extension block, `userspaceProxy`,
  * for what only a userspace proxy has (a manifest source, drain timeout, per-port limits). Inside the
  * daemon every duration is milliseconds; in files and flags it is a Go duration string.
- * It is longer than 450 lines because the type, its zod schema, the defaults and the resolution are
+ * It is longer than 400 lines because the type, its zod schema, the defaults and the resolution are
  * one table of fields read side by side: split, a new field would be four files to keep in step.
  */
 
