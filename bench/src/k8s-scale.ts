@@ -8,7 +8,7 @@
  * daemon's memory. Bounded: the run ends with an error after --timeout seconds (default 300).
  *
  *   npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--built] [--write]
- *     [--heap-snapshot DIR] [--gc] [--node-arg ARG]... [--data-path node|native]
+ *     [--heap-snapshot DIR] [--gc] [--smaps] [--node-arg ARG]... [--data-path node|native]
  *
  * --heap-snapshot DIR: the daemon writes a V8 heap snapshot into DIR right after the first sync
  * (`--heapsnapshot-signal`, signalled by its pid), for finding where the memory goes.
@@ -16,6 +16,7 @@
  * calls `gc()` on SIGWINCH) runs a full GC, and its RSS and heap are read again: what of the RSS
  * after the sync is live data and what is garbage not yet collected.
  * --node-arg ARG: passed to the daemon's node (repeatable), e.g. `--max-semi-space-size=1`.
+ * --smaps: print where the daemon's RSS is after the first sync (and the GC), from /proc/PID/smaps.
  * --data-path native: the daemon's `dataPath: native` (the listeners are the C helper's); RSS is
  * then the process tree's, the daemon's and its helper's.
  *
@@ -47,6 +48,8 @@ interface Options {
   gc: boolean;
   nodeArgs: string[];
   dataPath: 'node' | 'native';
+  /** --smaps: print where the daemon's RSS is (its /proc/PID/smaps, summed) after the first sync. */
+  smaps: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -70,6 +73,7 @@ function parseArgs(argv: string[]): Options {
     write: argv.includes('--write'),
     heapSnapshotDir: heapSnapshotDir(argv),
     gc: argv.includes('--gc'),
+    smaps: argv.includes('--smaps'),
     nodeArgs: argv.flatMap((a, i) => (argv[i - 1] === '--node-arg' ? [a] : [])),
     dataPath: dataPath(argv),
   };
@@ -198,6 +202,37 @@ function rssMiB(pid: number): { rss: number; peak: number } {
     }
   }
   return { rss, peak };
+}
+
+/**
+ * Where one process's RSS is, from /proc/PID/smaps (MiB, largest first): summed per mapped file, and
+ * anonymous mappings summed by size class, so that the part outside V8's heap has names (the node
+ * binary's text, glibc's arenas, thread stacks, the V8 heap's own reservations).
+ */
+function smapsMiB(pid: number): Array<[string, number]> {
+  const sums = new Map<string, number>();
+  let name = '';
+  let size = 0;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      name = head[1] ?? '';
+      continue;
+    }
+    const m = /^(Size|Rss):\s+(\d+) kB/.exec(line);
+    if (!m) continue;
+    const kb = Number(m[2]);
+    if (m[1] === 'Size') {
+      size = kb;
+      continue;
+    }
+    const key =
+      name !== ''
+        ? name
+        : `[anon ${size >= 65_536 ? '>= 64 MiB' : size >= 1_024 ? '1–64 MiB' : '< 1 MiB'}]`;
+    sums.set(key, (sums.get(key) ?? 0) + kb / 1024);
+  }
+  return [...sums].sort((a, b) => b[1] - a[1]);
 }
 
 interface Result {
@@ -360,6 +395,13 @@ userspaceProxy: { drainTimeout: 0s${opts.dataPath === 'native' ? ', dataPath: na
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       afterGc = { rss: rssMiB(pid).rss, heap: heapFigures(await scrape()) };
     }
+    if (opts.smaps) {
+      const top = smapsMiB(pid).filter(([, mib]) => mib >= 0.5);
+      console.log(
+        `where the daemon's RSS is${opts.gc ? ' after the GC' : ''} (MiB, /proc/${pid}/smaps):`,
+      );
+      for (const [what, mib] of top) console.log(`  ${mib.toFixed(1).padStart(7)}  ${what}`);
+    }
     if (opts.heapSnapshotDir) {
       daemon.kill('SIGUSR2');
       // The daemon answers again once the snapshot (written synchronously) is complete.
@@ -498,7 +540,7 @@ function writeDocs(md: string): void {
 async function main(argv: string[]): Promise<void> {
   if (argv.includes('--help')) {
     console.log(
-      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write] [--heap-snapshot DIR] [--gc] [--node-arg ARG]...',
+      'usage: npx tsx bench/src/k8s-scale.ts [--smoke] [--services N] [--endpoints N] [--changes N] [--timeout S] [--built] [--write] [--heap-snapshot DIR] [--gc] [--smaps] [--node-arg ARG]... [--data-path node|native]',
     );
     return;
   }

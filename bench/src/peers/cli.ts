@@ -28,6 +28,9 @@ export const PEERS_HELP = `usage: pnpm bench --peers [--reps N] [--quick] [--wri
   --subjects PEERS  comma-separated: haproxy,nginx,naive,daemon,daemon2,native (direct always
                     runs; daemon runs --workers 1, daemon2 --workers 2, native --data-path native)
   --daemon-arg ARG  an extra daemon flag after --config FILE (repeatable)
+  --daemon-node-arg ARG
+                    a flag for the daemon's node, before its script, e.g. --optimize-for-size
+                    (repeatable; node:cluster workers inherit it)
   --no-install      do not apt-get install missing tools (they are skipped)
   --no-build        do not build the packages first (tsc -b tsconfig.build.json)`;
 
@@ -60,7 +63,15 @@ export interface PeersArgs {
 /** Parses the arguments after `pnpm bench` (with `--peers` among them); refuses what it does not know. */
 export function parsePeersArgs(argv: readonly string[]): PeersArgs {
   const out: PeersArgs = {
-    run: { reps: 3, quick: false, only: [], peers: [], install: true, daemonArgs: [] },
+    run: {
+      reps: 3,
+      quick: false,
+      only: [],
+      peers: [],
+      install: true,
+      daemonArgs: [],
+      daemonNodeArgs: [],
+    },
     write: false,
     build: true,
     note: '',
@@ -90,6 +101,7 @@ export function parsePeersArgs(argv: readonly string[]): PeersArgs {
     else if (a === '--json') out.json = value(i++, a);
     else if (a === '--render') out.render = value(i++, a);
     else if (a === '--daemon-arg') out.run.daemonArgs.push(value(i++, a));
+    else if (a === '--daemon-node-arg') out.run.daemonNodeArgs.push(value(i++, a));
     else if (a === '--only') {
       out.run.only = listOf(value(i++, a), GROUPS, a);
     } else if (a === '--subjects') {

@@ -30,6 +30,8 @@ export interface PeersOptions {
   /** The daemon's entry point and extra flags. */
   daemonMain: string;
   daemonArgs: string[];
+  /** Flags for the daemon's node before its script (`--daemon-node-arg`). */
+  daemonNodeArgs: string[];
   /** Progress lines. */
   log: (s: string) => void;
 }
@@ -107,7 +109,11 @@ export async function runPeers(opts: PeersOptions): Promise<PeersResult> {
     const backends = await startBackends(procs, box, layout, dir, notes);
     const holder = new LineChannel(backends.holder);
     const peers = new Map<PeerId, RunningPeer>();
-    const daemon = { main: opts.daemonMain, extraArgs: opts.daemonArgs };
+    const daemon = {
+      main: opts.daemonMain,
+      extraArgs: opts.daemonArgs,
+      nodeArgs: opts.daemonNodeArgs,
+    };
     for (const id of opts.peers.length ? opts.peers : ALL_PEERS) {
       const peer = await startPeer(id, procs, box, layout, dir, daemon, notes);
       if (peer) {

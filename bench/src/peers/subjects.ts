@@ -171,6 +171,8 @@ export interface DaemonOptions {
   main: string;
   /** Extra arguments after `--config FILE` (`--daemon-arg`), e.g. a worker count to compare. */
   extraArgs: string[];
+  /** Flags for node itself, before the script (`--daemon-node-arg`), e.g. `--optimize-for-size`. */
+  nodeArgs: string[];
 }
 
 /**
@@ -215,7 +217,14 @@ export async function startPeer(
     writeFileSync(join(d, 'config.yaml'), daemonConfig(layout, id));
     writeFileSync(join(d, 'services.yaml'), daemonServices(layout, id));
     const workers = ['--workers', String(DAEMON_WORKERS[id])];
-    const args = [daemon.main, '--config', join(d, 'config.yaml'), ...workers, ...daemon.extraArgs];
+    const args = [
+      ...daemon.nodeArgs,
+      daemon.main,
+      '--config',
+      join(d, 'config.yaml'),
+      ...workers,
+      ...daemon.extraArgs,
+    ];
     child = procs.server(process.execPath, args, log, d);
   }
   // Workers each load the daemon before they listen: give a daemon more time than a C server.
