@@ -90,3 +90,41 @@ describe('README.md', () => {
     expect(commands).toEqual(['npx -y pnpm@12.4.2 start', 'npx -y pnpm@12.4.2 test']);
   });
 });
+
+/** The names an entry file exports (its `export { … } from` lists, types included). */
+async function exportedNames(file: string): Promise<string[]> {
+  const source = await read(file);
+  const names: string[] = [];
+  for (const match of source.matchAll(/export\s+(?:type\s+)?\{([^}]*)\}\s+from/g)) {
+    for (const part of (match[1] ?? '').split(',')) {
+      const name =
+        part
+          .trim()
+          .replace(/^type\s+/, '')
+          .split(/\s+as\s+/)
+          .pop() ?? '';
+      if (name !== '') names.push(name);
+    }
+  }
+  return names;
+}
+
+describe('docs/api.md', () => {
+  // Core's entry points are listed name by name in core's public-surface test; the idler's and
+  // SCTP's are checked here: each exported name is in the package's section, so a new export
+  // without a line of documentation fails.
+  it.each([
+    ['idler', '## 7. `@userspace-proxy/idler`'],
+    ['sctp', '## 8. `@userspace-proxy/sctp`'],
+  ])('names every export of @userspace-proxy/%s in its section', async (pkg, heading) => {
+    const docs = await read('docs/api.md');
+    const section = docs.split(heading)[1]?.split('\n## ')[0] ?? '';
+    expect(section).not.toBe('');
+    const names = await exportedNames(`packages/${pkg}/src/index.ts`);
+    expect(names.length).toBeGreaterThan(10);
+    expect(names.filter((name) => !section.includes(`\`${name}`))).toEqual([]);
+    // The count in the table of entry points at the top of the page.
+    const row = docs.split('\n').find((line) => line.startsWith(`| [\`@userspace-proxy/${pkg}\`]`));
+    expect(row?.trim().endsWith(`| ${new Set(names).size} |`)).toBe(true);
+  });
+});
