@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import * as diagnostics from './diagnostics.js';
 import * as root from './index.js';
 import * as sockets from './sockets.js';
+import { exportedNames } from './test-support/export-lists.js';
 
 /**
  * The public surface, entry point by entry point (package.json "exports"). Adding, renaming or
@@ -11,23 +12,7 @@ import * as sockets from './sockets.js';
  * included), and the runtime values are checked against them.
  */
 function listed(file: string): string[] {
-  const source = readFileSync(new URL(file, import.meta.url), 'utf8');
-  const names: string[] = [];
-  for (const match of source.matchAll(/export\s+(?:type\s+)?\{([^}]*)\}\s+from/g)) {
-    for (const part of (match[1] ?? '').split(',')) {
-      const name =
-        part
-          .trim()
-          .replace(/^type\s+/, '')
-          .split(/\s+as\s+/)
-          .pop() ?? '';
-      if (name !== '') names.push(name);
-    }
-  }
-  for (const match of source.matchAll(/^export (?:const|interface|type|class|function) (\w+)/gm)) {
-    names.push(match[1] ?? '');
-  }
-  return names.sort();
+  return exportedNames(new URL(file, import.meta.url));
 }
 
 const ROOT = [

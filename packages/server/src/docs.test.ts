@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
+import { exportedNames } from '../../core/src/test-support/export-lists.js';
 import { buildProgram } from './cli.js';
 import { defaultConfiguration } from './config-schema.js';
 import { ProxyMetrics } from './metrics.js';
@@ -91,24 +92,6 @@ describe('README.md', () => {
   });
 });
 
-/** The names an entry file exports (its `export { … } from` lists, types included). */
-async function exportedNames(file: string): Promise<string[]> {
-  const source = await read(file);
-  const names: string[] = [];
-  for (const match of source.matchAll(/export\s+(?:type\s+)?\{([^}]*)\}\s+from/g)) {
-    for (const part of (match[1] ?? '').split(',')) {
-      const name =
-        part
-          .trim()
-          .replace(/^type\s+/, '')
-          .split(/\s+as\s+/)
-          .pop() ?? '';
-      if (name !== '') names.push(name);
-    }
-  }
-  return names;
-}
-
 describe('docs/api.md', () => {
   // Core's entry points are listed name by name in core's public-surface test; the idler's and
   // SCTP's are checked here: each exported name is in the package's section, so a new export
@@ -120,7 +103,7 @@ describe('docs/api.md', () => {
     const docs = await read('docs/api.md');
     const section = docs.split(heading)[1]?.split('\n## ')[0] ?? '';
     expect(section).not.toBe('');
-    const names = await exportedNames(`packages/${pkg}/src/index.ts`);
+    const names = exportedNames(`${REPO_ROOT}packages/${pkg}/src/index.ts`);
     expect(names.length).toBeGreaterThan(10);
     expect(names.filter((name) => !section.includes(`\`${name}`))).toEqual([]);
     // The count in the table of entry points at the top of the page.
