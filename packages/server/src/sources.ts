@@ -7,6 +7,7 @@ import type {
   SharedInformer,
 } from '@userspace-proxy/core';
 import type { UnidleHook } from '@userspace-proxy/idler';
+import { importBundledKubernetes } from './kubernetes-bundle.js';
 
 /**
  * Where the daemon's Services and endpoints come from. The seam between the daemon and its sources:
@@ -115,8 +116,13 @@ export function chooseSource(options: {
 /** Loads `@userspace-proxy/kubernetes`; injectable so tests can stand in for a build without it. */
 export type KubernetesImporter = () => Promise<Record<string, unknown>>;
 
+/**
+ * The bundle `pnpm build` makes of the package and client-node (kubernetes-bundle.ts: some 50 MiB
+ * less RSS) when it matches the installed package, else the package itself.
+ */
 const defaultImporter: KubernetesImporter = async () =>
-  (await import('@userspace-proxy/kubernetes')) as unknown as Record<string, unknown>;
+  (await importBundledKubernetes()) ??
+  ((await import('@userspace-proxy/kubernetes')) as unknown as Record<string, unknown>);
 
 /**
  * Builds the cluster source through `createKubernetesSources` of `@userspace-proxy/kubernetes`.

@@ -3,8 +3,8 @@
  * for the tests that check what a tarball carries (publish-ready.test.ts) and that install the
  * tarballs into a fresh project outside the workspace (pack-install.test.ts).
  *
- * Building is `tsc -b tsconfig.build.json` (what `pnpm build` runs), incremental, so it costs a
- * full build only on a fresh clone. Two test files may ask at once (vitest runs files in parallel
+ * Building is what `pnpm build` runs: `tsc -b tsconfig.build.json`, incremental, so it costs a
+ * full build only on a fresh clone, then the daemon's bundle of its cluster source. Two test files may ask at once (vitest runs files in parallel
  * workers), and two `tsc -b` writing the same dist/ would corrupt it, so builds take a lock: a
  * directory created atomically, holding the owner's pid so a crashed run's lock is taken over.
  */
@@ -138,6 +138,10 @@ export async function buildWorkspace(): Promise<void> {
       timeoutMs: 180_000,
     });
     if (result.code !== 0) throw new Error(describeResult('tsc -b tsconfig.build.json', result));
+    // The second half of `pnpm build`: the daemon's bundle of its cluster source.
+    const bundle = join(REPO_ROOT, 'packages', 'server', 'scripts', 'bundle-kubernetes.mjs');
+    const bundled = await runCommand(process.execPath, [bundle], { timeoutMs: 120_000 });
+    if (bundled.code !== 0) throw new Error(describeResult('bundle-kubernetes.mjs', bundled));
   } finally {
     release();
   }
