@@ -63,3 +63,23 @@ describe('the idler bench with the Node backend', () => {
     expect(figures.lastFirstByteMs).toBeGreaterThan(0);
   }, 60_000);
 });
+
+describe("the idler bench's proxy flags and settled memory", () => {
+  it('gives `nodeArgs` to the proxy alone and reads the memory again after `settleMs`', async () => {
+    const figures = await runIdlerBench({
+      ...IDLER_SMOKE,
+      nodeArgs: ['--max-semi-space-size=1'],
+      settleMs: 50,
+    });
+    expect(figures.nodeArgs).toEqual(['--max-semi-space-size=1']);
+    expect(figures.firstBytes).toBe(figures.held);
+    expect(figures.settledRssPerHeld).toBeTypeOf('number');
+    expect(figures.settledYoungGrowthPerHeld).toBeTypeOf('number');
+  }, 60_000);
+
+  it('reads no settled memory without `settleMs`', async () => {
+    const figures = await runIdlerBench(IDLER_SMOKE);
+    expect(figures.nodeArgs).toEqual([]);
+    expect(figures.settledRssPerHeld).toBeUndefined();
+  }, 60_000);
+});

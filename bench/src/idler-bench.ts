@@ -42,6 +42,14 @@ export interface IdlerBenchOptions {
    * `idler-backend` role; `--node-backend`, and the fallback without `cc`).
    */
   backend?: 'native' | 'node';
+  /** More Node/V8 flags for the proxy process only (`--node-arg --max-semi-space-size=1`). */
+  nodeArgs?: readonly string[];
+  /**
+   * Also read the memory with every client still held after this long without traffic (ms;
+   * `--settle-ms`, 0 = not): V8 gives back its young generation's growth at a collection that
+   * sees a low allocation rate, so this is what a proxy holding clients for minutes keeps.
+   */
+  settleMs?: number;
 }
 
 /** What one run measured. */
@@ -60,6 +68,12 @@ export interface IdlerFigures {
   youngGrowthPerHeld: number;
   /** JS heap in use per held client, bytes. */
   heapPerHeld: number;
+  /** `rssPerHeld` read again after `settleMs` without traffic (undefined without `settleMs`). */
+  settledRssPerHeld?: number;
+  /** `youngGrowthPerHeld` at the same time. */
+  settledYoungGrowthPerHeld?: number;
+  /** The proxy's extra Node/V8 flags in this run. */
+  nodeArgs: readonly string[];
   /** Publishing the endpoint events, ms. */
   eventsMs: number;
   /** From the first endpoint event to the last held client's first byte at its backend, ms. */
@@ -122,7 +136,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
   const perPort = Math.ceil(opts.held / opts.ports);
   const held = perPort * opts.ports;
   const backendKind = chooseBackend(opts.backend);
-  const proxy = new RoleProcess('idler-proxy');
+  const proxy = new RoleProcess('idler-proxy', { nodeArgs: opts.nodeArgs ?? [] });
   const clients = new RoleProcess('idler-clients');
   const backend = backendKind === 'native' ? new NativeIdlerBackend() : nodeBackend();
   try {
@@ -136,6 +150,11 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       opts.dataPath ?? 'node',
     );
     const before = await proxy.call<IdlerMemory>('memory');
+    const settleMs = opts.settleMs ?? 0;
+    // The settled reading's baseline is settled too: the young generation V8 starts with is not
+    // the one it shrinks back to.
+    const beforeSettled =
+      settleMs > 0 ? await proxy.call<IdlerMemory>('memory', settleMs) : undefined;
     await clients.call('connect', front.ip, front.ports, perPort);
     const deadline = Date.now() + 60_000;
     while ((await proxy.call<number>('held')) < held) {
@@ -143,6 +162,7 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const after = await proxy.call<IdlerMemory>('memory');
+    const settled = settleMs > 0 ? await proxy.call<IdlerMemory>('memory', settleMs) : undefined;
     const arrived = backend.waitAll(opts.timeoutMs ?? 60_000);
     const start = await proxy.call<{ t0: number; eventsMs: number }>(
       'handOver',
@@ -166,6 +186,15 @@ export async function runIdlerBench(opts: IdlerBenchOptions): Promise<IdlerFigur
       helperRssPerHeld: (after.helperRss - before.helperRss) / held,
       youngGrowthPerHeld: (after.newSpace - before.newSpace) / held,
       heapPerHeld: (after.heapUsed - before.heapUsed) / held,
+      ...(settled === undefined || beforeSettled === undefined
+        ? {}
+        : {
+            settledRssPerHeld:
+              (settled.rss + settled.helperRss - beforeSettled.rss - beforeSettled.helperRss) /
+              held,
+            settledYoungGrowthPerHeld: (settled.newSpace - beforeSettled.newSpace) / held,
+          }),
+      nodeArgs: opts.nodeArgs ?? [],
       eventsMs: start.eventsMs,
       lastFirstByteMs: end.lastAt - start.t0,
       firstBytes: end.firstBytes,
@@ -202,9 +231,14 @@ export function idlerMarkdown(runs: readonly IdlerFigures[]): string[] {
       ...(native ? [`native, ${n(r.handOverConcurrency)} dials`] : []),
       ...(r.backendListeners === 'one' ? ['one backend port'] : []),
       ...(r.backend === 'node' ? ['Node backend'] : []),
+      ...r.nodeArgs.map((flag) => `\`${flag}\``),
     ];
     const where = parts.length > 0 ? ` (${parts.join(', ')})` : '';
-    const helperRss = native ? ` (helper ${n(r.helperRssPerHeld / 1024, 2)})` : '';
+    const settled =
+      r.settledRssPerHeld === undefined
+        ? ''
+        : `; ${n(r.settledRssPerHeld / 1024, 2)} KiB settled (young generation ${n((r.settledYoungGrowthPerHeld ?? 0) / 1024, 2)})`;
+    const helperRss = `${native ? ` (helper ${n(r.helperRssPerHeld / 1024, 2)})` : ''}${settled}`;
     const helperCpu = native ? ` (helper ${n(r.helperCpuMs)})` : '';
     lines.push(
       `| ${n(r.held)} / ${n(r.ports)}${where} | ${n(r.rssPerHeld / 1024, 2)} KiB${helperRss} | ${n(r.youngGrowthPerHeld / 1024, 2)} KiB | ${n(r.heapPerHeld / 1024, 2)} KiB | ${n(r.lastFirstByteMs)} ms | ${n(r.handOverCpuMs)} ms${helperCpu} | ${n(r.backendCpuMs)} ms | ${n(r.firstBytes)} | ${n(r.dialErrors)} | ${n(r.loadAverage, 1)} |`,
@@ -227,6 +261,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const runs: IdlerFigures[] = [];
   for (let i = 0; i < reps; i++) {
     const concurrency = num('--concurrency', 0);
+    // --node-arg FLAG (repeatable): a Node/V8 flag for the proxy process only.
+    const nodeArgs = args.flatMap((a, j) => (a === '--node-arg' ? [args[j + 1] ?? ''] : []));
+    const settleMs = num('--settle-ms', 0);
     runs.push(
       await runIdlerBench({
         held: num('--held', base.held),
@@ -237,6 +274,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
           : {}),
         ...(args.includes('--one-backend-port') ? { backendListeners: 'one' as const } : {}),
         ...(args.includes('--node-backend') ? { backend: 'node' as const } : {}),
+        ...(nodeArgs.length > 0 ? { nodeArgs } : {}),
+        ...(settleMs > 0 ? { settleMs } : {}),
       }),
     );
     console.log(JSON.stringify(runs.at(-1)));

@@ -41,8 +41,10 @@ export class RoleProcess {
   /**
    * `opts.profiled` marks a process that runs a proxy under a role shared with its peers (the
    * `sctp` role serves the sink, the proxy and the load): only that one is profiled.
+   * `opts.nodeArgs` are more Node/V8 flags for this child (`--max-semi-space-size=1`…), so one
+   * role's memory settings can be measured without touching the others'.
    */
-  constructor(role: string, opts: { profiled?: boolean } = {}) {
+  constructor(role: string, opts: { profiled?: boolean; nodeArgs?: readonly string[] } = {}) {
     const entry = fileURLToPath(new URL('./child.ts', import.meta.url));
     // `--profile DIR` (main.ts): every proxy host writes a V8 CPU profile there when it ends.
     const profileDir = process.env.BENCH_PROFILE_DIR;
@@ -51,7 +53,13 @@ export class RoleProcess {
     // `BENCH_TRACE_GC=1` with `--profile`: the profiled processes also log every GC (--trace-gc).
     if (profile.length > 0 && process.env.BENCH_TRACE_GC) profile.push('--trace-gc');
     this.#child = fork(entry, [role], {
-      execArgv: [...CHILD_EXEC_ARGV, ...(process.env.BENCH_BUILT ? [] : [SOURCES]), ...profile],
+      execArgv: [
+        ...CHILD_EXEC_ARGV,
+        ...(process.env.BENCH_BUILT ? [] : [SOURCES]),
+        ...profile,
+        // Node and V8 flags for this role only (the idler bench's `--node-arg`).
+        ...(opts.nodeArgs ?? []),
+      ],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     this.#child.on('message', (msg: Reply) => {

@@ -112,6 +112,44 @@ describe('TcpProxySocket accept policy', () => {
     expect([data.toString(), ended]).toEqual(['early while dialling', 'end']);
   });
 
+  it('keeps the reads of a held client in order, short and long, and delivers them first', async () => {
+    const backend = await echo();
+    const policy = new RecordingPolicy('hold');
+    const { socket, lb } = await open(policy);
+    const c = await client(socket);
+    const long = Buffer.alloc(3000, 0xe9); // past the copied size, and not ASCII
+    c.write(Buffer.from([0xff, 0x00, 0x80]));
+    await waitFor(() => policy.seen[0]?.heldBytes === 3, 5_000, 'first read held');
+    c.write('second');
+    await waitFor(() => policy.seen[0]?.heldBytes === 9, 5_000, 'second read held');
+    c.write(long);
+    await waitFor(() => policy.seen[0]?.heldBytes === 3009, 5_000, 'third read held');
+    lb.setEndpoints(KEY, [backend.endpoint]);
+    policy.seen[0]?.proxy();
+    const echoed = await readBytes(c, 3009);
+    expect(echoed.subarray(0, 9)).toEqual(
+      Buffer.concat([Buffer.from([0xff, 0, 0x80]), Buffer.from('second')]),
+    );
+    expect(echoed.subarray(9)).toEqual(long);
+  });
+
+  it('carries a FIN with nothing sent once the hand-over dials (dropped only while held)', async () => {
+    const backend = await echo();
+    const policy = new RecordingPolicy('hold');
+    const { socket, lb } = await open(policy, [], {
+      connect: (options) => delayConnect(net.connect(options), 150, () => {}),
+    });
+    const c = await client(socket);
+    await waitFor(() => policy.seen[0]?.state === 'held', 5_000, 'held');
+    lb.setEndpoints(KEY, [backend.endpoint]);
+    const ends: boolean[] = [];
+    expect(policy.seen[0]?.proxy((ok) => ends.push(ok))).toBe(true);
+    c.end();
+    const { data, ended } = await readToEnd(c);
+    expect([data.toString(), ended]).toEqual(['', 'end']);
+    expect(ends).toEqual([true]);
+  });
+
   it('drops a handed-over client that goes away while its dial is in flight, at once', async () => {
     const backend = await echo();
     const policy = new RecordingPolicy('hold');

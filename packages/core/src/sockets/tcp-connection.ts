@@ -44,21 +44,15 @@ type HeldSocket = net.Socket & { [kHeldBy]?: TcpConnection | undefined };
 function onHeldData(this: HeldSocket, chunk: Buffer): void {
   this[kHeldBy]?.heldData(chunk);
 }
-// A FIN after a request may be a client that half-closed and waits for its answer (kept); a FIN
-// with nothing sent is a client that gave up: nothing could ever answer it.
-function onHeldEnd(this: HeldSocket): void {
-  const conn = this[kHeldBy];
-  // While its hand-over dials, the FIN is carried through once relaying starts.
-  if (conn?.state === 'held' && conn.heldBytes === 0) this.destroy();
-}
 function onHeldClose(this: HeldSocket): void {
   this[kHeldBy]?.heldClosed();
 }
 
 /**
- * Reads of a held client up to this size are copied into Node's shared pool: the read's own
- * buffer (a backing store and an ArrayBuffer per read, about 200 bytes for a 1-byte request) is
- * then garbage, and thousands of held clients cost their bytes, not their reads.
+ * Reads of a held client up to this size are copied (the first into a latin1 string, later ones
+ * into Node's shared pool): the read's own buffer (a backing store and an ArrayBuffer per read,
+ * about 200 bytes for a 1-byte request) is then garbage, and thousands of held clients cost their
+ * bytes, not their reads.
  */
 const HELD_COPY_BYTES = 1024;
 
@@ -85,9 +79,12 @@ export class TcpConnection
   #state: AcceptedConnectionState = 'new';
   /**
    * What a held client sent (undefined until its first byte): kept through its hand-over dial, and
-   * written to the endpoint first when relaying starts.
+   * written to the endpoint first when relaying starts. A short first read is kept as a latin1
+   * string (its bytes and a 16-byte header; a one-byte request is V8's shared one-character
+   * string) rather than a Buffer (a 96-byte view and its bytes in Node's pool); one chunk is kept
+   * bare, not in an array.
    */
-  #heldChunks: Buffer[] | undefined;
+  #heldChunks: string | Buffer | Buffer[] | undefined;
   #heldBytes = 0;
   /** One listener, or several: most connections have none or one (an idler's). */
   #closeListeners: CloseListener | CloseListener[] | undefined;
@@ -157,7 +154,14 @@ export class TcpConnection
     if (adopted.usesOnread && this.#state === 'dialling') readEarly(client);
   }
 
-  /** Holds (the `hold` verdict): reads into a bounded buffer so a client that leaves is seen. */
+  /**
+   * Holds (the `hold` verdict): reads into a bounded buffer so a client that leaves is seen. A FIN
+   * after a request may be a client that half-closed and waits for its answer (kept); a FIN with
+   * nothing sent is a client that gave up, since nothing could ever answer it: until its first
+   * byte the socket does not allow half-open, so Node ends and closes it by itself, and the shared
+   * 'close' listener releases it (no 'end' listener: Node's own is there already, and a second
+   * one costs an array per held client).
+   */
   hold(): void {
     const client = this.client as HeldSocket;
     this.#state = 'held';
@@ -165,9 +169,9 @@ export class TcpConnection
     // Listeners shared by every held client (no closures per connection); they find this
     // connection through the socket.
     client[kHeldBy] = this;
+    client.allowHalfOpen = false;
     client.on('error', ignoreError);
     client.on('data', onHeldData);
-    client.on('end', onHeldEnd);
     client.on('close', onHeldClose);
     client.resume();
   }
@@ -175,9 +179,16 @@ export class TcpConnection
   /** A held client's bytes (the shared 'data' listener; not for callers). */
   heldData(chunk: Buffer): void {
     if (this.#state !== 'held' && this.#state !== 'dialling') return;
-    const kept = chunk.length <= HELD_COPY_BYTES ? Buffer.from(chunk) : chunk;
-    if (this.#heldChunks === undefined) this.#heldChunks = [kept];
-    else this.#heldChunks.push(kept);
+    const chunks = this.#heldChunks;
+    if (chunks === undefined) {
+      // It sent a request: a FIN from now on is a half-close, kept (see `hold`).
+      this.client.allowHalfOpen = true;
+      this.#heldChunks = chunk.length <= HELD_COPY_BYTES ? chunk.toString('latin1') : chunk;
+    } else {
+      const kept = chunk.length <= HELD_COPY_BYTES ? Buffer.from(chunk) : chunk;
+      if (Array.isArray(chunks)) chunks.push(kept);
+      else this.#heldChunks = [heldBuffer(chunks), kept];
+    }
     this.#heldBytes += chunk.length;
     if (this.#heldBytes >= this.owner.holdBufferBytes) this.client.pause();
   }
@@ -197,6 +208,8 @@ export class TcpConnection
     if (this.#state !== 'held') return false;
     this.#dialEnd = onDialEnd;
     this.#state = 'dialling';
+    // While it dials, a FIN is carried through once relaying starts.
+    this.client.allowHalfOpen = true;
     dialEndpoints(this.owner.service, this, 'TCP', this.owner.lb, this.owner.dialOptions, this);
     return true;
   }
@@ -319,12 +332,18 @@ export class TcpConnection
     if (client[kHeldBy] !== this) return undefined;
     // Cleared rather than deleted: a deleted property can turn the socket into a slow dictionary.
     client[kHeldBy] = undefined;
+    client.allowHalfOpen = true;
     client.removeListener('data', onHeldData);
-    client.removeListener('end', onHeldEnd);
     client.removeListener('close', onHeldClose);
     const chunks = this.#heldChunks;
     this.#heldChunks = undefined;
     this.#heldBytes = 0;
-    return chunks;
+    if (chunks === undefined || Array.isArray(chunks)) return chunks;
+    return [heldBuffer(chunks)];
   }
+}
+
+/** A held chunk as a Buffer again (a short one was kept as a latin1 string). */
+function heldBuffer(chunk: string | Buffer): Buffer {
+  return typeof chunk === 'string' ? Buffer.from(chunk, 'latin1') : chunk;
 }

@@ -317,6 +317,12 @@ export interface TcpRelayOptions {
   onClose?: (relay: TcpRelay) => void;
 }
 
+/** Bits of a relay's state (see `TcpRelay.#flags`). */
+const HALF_CLOSED = 1;
+const CLIENT_CLOSED = 2;
+const BACKEND_CLOSED = 4;
+const FINISHED = 8;
+
 /**
  * Joins a client socket and a backend socket. Half-close is carried through (a FIN from one side
  * ends writing to the other while the other direction keeps flowing); once one side has sent its
@@ -343,10 +349,11 @@ export class TcpRelay implements Silent {
   #backend: net.Socket | undefined;
   #idleWheel: SilenceWheel | undefined;
   #halfCloseWheel: SilenceWheel | undefined;
-  #halfClosed = false;
-  #clientClosed = false;
-  #backendClosed = false;
-  #finished = false;
+  /**
+   * The relay's four states as bits of one field ({@link HALF_CLOSED}…): one 8-byte slot in every
+   * connection instead of four (a held client carries its relay's fields too).
+   */
+  #flags = 0;
   #startedAt = 0;
   #durationMs = 0;
 
@@ -383,7 +390,7 @@ export class TcpRelay implements Silent {
 
   /** Time from `start` until both sockets closed (or until now). */
   get durationMs(): number {
-    return this.#finished ? this.#durationMs : performance.now() - this.#startedAt;
+    return this.#flags & FINISHED ? this.#durationMs : performance.now() - this.#startedAt;
   }
 
   /**
@@ -425,11 +432,11 @@ export class TcpRelay implements Silent {
       this.#idleWheel.add(this, this.#startedAt);
     }
     // A 'close' that came before the listeners above will never come again.
-    this.#clientClosed = client.closed;
-    this.#backendClosed = backend.closed;
+    if (client.closed) this.#flags |= CLIENT_CLOSED;
+    if (backend.closed) this.#flags |= BACKEND_CLOSED;
     if (client.destroyed || backend.destroyed) {
       this.#reset();
-      if (this.#clientClosed && this.#backendClosed) queueMicrotask(() => this.#finish());
+      if (client.closed && backend.closed) queueMicrotask(() => this.#finish());
       return;
     }
     if (early !== undefined) for (const chunk of early) backend.write(chunk);
@@ -465,7 +472,7 @@ export class TcpRelay implements Silent {
   /** Called by a wheel when the relay has been silent for its timeout. */
   expire(wheel: SilenceWheel): void {
     wheel.delete(this);
-    if (this.#halfClosed) {
+    if (this.#flags & HALF_CLOSED) {
       this.#reset();
     } else {
       this.#client?.destroy();
@@ -498,11 +505,11 @@ export class TcpRelay implements Silent {
   /** `socket` closed. */
   onSocketClose(socket: net.Socket): void {
     if (socket === this.#client) {
-      this.#clientClosed = true;
-      this.#afterClose(socket, this.#backend, this.#backendClosed);
+      this.#flags |= CLIENT_CLOSED;
+      this.#afterClose(socket, this.#backend, (this.#flags & BACKEND_CLOSED) !== 0);
     } else {
-      this.#backendClosed = true;
-      this.#afterClose(socket, this.#client, this.#clientClosed);
+      this.#flags |= BACKEND_CLOSED;
+      this.#afterClose(socket, this.#client, (this.#flags & CLIENT_CLOSED) !== 0);
     }
   }
 
@@ -513,10 +520,10 @@ export class TcpRelay implements Silent {
   }
 
   #halfClose(): void {
-    if (this.#halfClosed) return;
-    this.#halfClosed = true;
+    if (this.#flags & HALF_CLOSED) return;
+    this.#flags |= HALF_CLOSED;
     const timeout = this.#opts.halfCloseTimeoutMs;
-    if (timeout > 0 && !this.#finished) {
+    if (timeout > 0 && (this.#flags & FINISHED) === 0) {
       // Joining the wheel stamps `lastActive`: the timeout runs from the FIN.
       this.#halfCloseWheel = SilenceWheel.for(timeout);
       this.#halfCloseWheel.add(this);
@@ -537,8 +544,8 @@ export class TcpRelay implements Silent {
   }
 
   #finish(): void {
-    if (this.#finished) return;
-    this.#finished = true;
+    if (this.#flags & FINISHED) return;
+    this.#flags |= FINISHED;
     this.#durationMs = performance.now() - this.#startedAt;
     this.#idleWheel?.delete(this);
     this.#halfCloseWheel?.delete(this);
