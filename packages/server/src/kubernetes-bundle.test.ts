@@ -1,9 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildWorkspace } from '../../core/src/test-support/pack-workspace.js';
+import { FakeApiServer } from '../../kubernetes/src/test-support/fake-apiserver.js';
 import {
   distDigest,
   importBundledKubernetes,
@@ -11,7 +13,10 @@ import {
   KUBERNETES_BUNDLE_MANIFEST,
   type KubernetesBundleStatus,
 } from './kubernetes-bundle.js';
+import { daemonConfigText } from './test-support/config-file.js';
 import { REPO_ROOT } from './test-support/daemon-process.js';
+import { loopbackBlock } from './test-support/loopback.js';
+import { until } from './test-support/wait.js';
 
 const run = promisify(execFile);
 const SERVER = join(REPO_ROOT, 'packages/server');
@@ -77,6 +82,52 @@ describe('the daemon’s bundle of its cluster source', () => {
       create: 'function',
     });
   });
+
+  it('serves a cluster in the built daemon, which says it loaded the bundle', async () => {
+    const net = loopbackBlock();
+    const api = await FakeApiServer.start();
+    const dir = mkdtempSync(join(SERVER, '.bundle-test-'));
+    const config = join(dir, 'config.yaml');
+    writeFileSync(config, daemonConfigText(`${net}4`, ['iptables: { minSyncPeriod: 10ms }']));
+    api.store.create('services', {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'default' },
+      spec: { clusterIP: `${net}1`, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }] },
+    });
+    // The bin users run, from dist/, with no source condition: what `pnpm build` made.
+    const main = join(SERVER, 'dist/main.js');
+    const args = [main, '--config', config, '--master', api.url, '--hostname-override', 'n1'];
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, KUBERNETES_SERVICE_HOST: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    try {
+      const accepts = () =>
+        new Promise<boolean>((resolve) => {
+          const s = connect(8080, `${net}1`);
+          s.once('connect', () => resolve(true)).once('error', () => resolve(false));
+          s.once('close', () => s.destroy());
+          s.setTimeout(1000, () => s.destroy());
+        });
+      await until(accepts, 'the Service listening', 30_000);
+      expect(out).toContain('the cluster client is loaded as one bundle');
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+      await api.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it('is not used when it was made from another build of the package, or is missing', async () => {
     const statuses: KubernetesBundleStatus[] = [];

@@ -7,7 +7,7 @@ import type {
   SharedInformer,
 } from '@userspace-proxy/core';
 import type { UnidleHook } from '@userspace-proxy/idler';
-import { importBundledKubernetes } from './kubernetes-bundle.js';
+import { importBundledKubernetes, type KubernetesBundleStatus } from './kubernetes-bundle.js';
 
 /**
  * Where the daemon's Services and endpoints come from. The seam between the daemon and its sources:
@@ -113,16 +113,31 @@ export function chooseSource(options: {
   };
 }
 
-/** Loads `@userspace-proxy/kubernetes`; injectable so tests can stand in for a build without it. */
-export type KubernetesImporter = () => Promise<Record<string, unknown>>;
+/**
+ * Loads `@userspace-proxy/kubernetes`; injectable so tests can stand in for a build without it. The
+ * logger is the daemon's, for the one line that says which form was loaded.
+ */
+export type KubernetesImporter = (logger?: Logger) => Promise<Record<string, unknown>>;
+
+/** What the startup log says about each outcome of {@link importBundledKubernetes}. */
+const BUNDLE_STATUS: Record<KubernetesBundleStatus, string | undefined> = {
+  loaded: 'the cluster client is loaded as one bundle (dist/kubernetes.bundle.js)',
+  stale:
+    'the cluster client is loaded from its packages: dist/kubernetes.bundle.js was made from another build of @userspace-proxy/kubernetes (pnpm build makes it again)',
+  unreadable:
+    'the cluster client is loaded from its packages: dist/kubernetes.bundle.json cannot be read',
+  absent: undefined, // running from the sources, or a build without the bundling step
+};
 
 /**
- * The bundle `pnpm build` makes of the package and client-node (kubernetes-bundle.ts: some 50 MiB
+ * The bundle `pnpm build` makes of the package and client-node (kubernetes-bundle.ts: some 20–40 MiB
  * less RSS) when it matches the installed package, else the package itself.
  */
-const defaultImporter: KubernetesImporter = async () =>
-  (await importBundledKubernetes()) ??
-  ((await import('@userspace-proxy/kubernetes')) as unknown as Record<string, unknown>);
+const defaultImporter: KubernetesImporter = async (logger) =>
+  (await importBundledKubernetes(undefined, undefined, (status) => {
+    const line = BUNDLE_STATUS[status];
+    if (line !== undefined) logger?.info(line);
+  })) ?? ((await import('@userspace-proxy/kubernetes')) as unknown as Record<string, unknown>);
 
 /**
  * Builds the cluster source through `createKubernetesSources` of `@userspace-proxy/kubernetes`.
@@ -134,7 +149,7 @@ export async function loadClusterSources(
 ): Promise<ProxySources> {
   let mod: Record<string, unknown>;
   try {
-    mod = await importer();
+    mod = await importer(options.logger);
   } catch (err) {
     throw new Error(KUBERNETES_UNAVAILABLE, { cause: err });
   }
