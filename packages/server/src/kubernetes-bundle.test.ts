@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ import {
   type KubernetesBundleStatus,
 } from './kubernetes-bundle.js';
 import { daemonConfigText } from './test-support/config-file.js';
-import { REPO_ROOT } from './test-support/daemon-process.js';
+import { killDaemon, REPO_ROOT, spawnDaemon } from './test-support/daemon-process.js';
 import { loopbackBlock } from './test-support/loopback.js';
 import { until } from './test-support/wait.js';
 
@@ -96,20 +96,8 @@ describe('the daemon’s bundle of its cluster source', () => {
       spec: { clusterIP: `${net}1`, ports: [{ name: 'http', port: 8080, protocol: 'TCP' }] },
     });
     // The bin users run, from dist/, with no source condition: what `pnpm build` made.
-    const main = join(SERVER, 'dist/main.js');
-    const args = [main, '--config', config, '--master', api.url, '--hostname-override', 'n1'];
-    const child = spawn(process.execPath, args, {
-      env: { ...process.env, KUBERNETES_SERVICE_HOST: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    const exited = new Promise((resolve) => child.on('exit', resolve));
+    const args = ['--config', config, '--master', api.url, '--hostname-override', 'n1'];
+    const proc = spawnDaemon(args, {}, { built: true });
     try {
       const accepts = () =>
         new Promise<boolean>((resolve) => {
@@ -119,11 +107,11 @@ describe('the daemon’s bundle of its cluster source', () => {
           s.setTimeout(1000, () => s.destroy());
         });
       await until(accepts, 'the Service listening', 30_000);
-      expect(out).toContain('the cluster client is loaded as one bundle');
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      expect(proc.stdout() + proc.stderr()).toContain('the cluster client is loaded as one bundle');
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
     } finally {
-      child.kill('SIGKILL');
+      await killDaemon(proc);
       await api.close();
       rmSync(dir, { recursive: true, force: true });
     }

@@ -14,14 +14,23 @@ export interface DaemonProcess {
   exited: Promise<number | string>;
 }
 
-/** Spawns the daemon with `args`; `env` is merged over the test's environment. */
+/** The bin from the build (packages/server/dist/main.js), as users run it. */
+const BUILT_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+
+/**
+ * Spawns the daemon with `args`; `env` is merged over the test's environment. From the sources
+ * through tsx, or with `built`, the bin `pnpm build` made (no source condition).
+ */
 export function spawnDaemon(
   args: string[],
   env: Record<string, string | undefined> = {},
+  { built = false }: { built?: boolean } = {},
 ): DaemonProcess {
   const child = spawn(
     process.execPath,
-    ['--conditions=@userspace-proxy/source', '--import', 'tsx', MAIN, ...args],
+    built
+      ? [BUILT_MAIN, ...args]
+      : ['--conditions=@userspace-proxy/source', '--import', 'tsx', MAIN, ...args],
     {
       cwd: REPO_ROOT,
       env: { ...process.env, KUBERNETES_SERVICE_HOST: '', ...env },
