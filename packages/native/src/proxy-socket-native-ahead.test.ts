@@ -152,6 +152,7 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     learn(); // as a Proxier does after opening the socket, with no endpoints change to report
     for (let i = 0; i < 20; i++) expect(await hello()).toBe('hi');
     expect(a.accepted).toBe(20);
+    await waitFor(() => f.counters.accepted === 20, 5000);
     // The first accept of each thread (two threads) went the per-accept way and refilled its ring.
     expect(f.counters.dialsAsked).toBeLessThanOrEqual(2);
     expect(f.counters.dialsAhead).toBe(20 - f.counters.dialsAsked);
@@ -181,6 +182,7 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     expect(Math.max(...ring)).toBeGreaterThan(FIRST_RING);
     expect(Math.max(...ring)).toBeLessThanOrEqual(PICK_RING);
     expect(a.accepted + b.accepted).toBe(96);
+    await waitFor(() => f.counters.accepted === 96, 5000);
     // The misses went the per-accept way, counted as asked dials; the rest were dialled ahead.
     expect(f.counters.dialsAhead + f.counters.dialsAsked).toBe(96);
     expect(f.counters.dialsAhead).toBeGreaterThan(0);
