@@ -11,7 +11,8 @@
  * timeouts follow core's TCP socket. The main thread reads Node's listener commands from stdin
  * and hands them to the threads; each thread reads the commands for its own connections from a
  * pipe of its own (descriptor 3 + thread index), so a dial costs no hop between threads. Every
- * thread writes its events to stdout once per event-loop turn, never blocking on Node's pipe (see
+ * thread writes its events to stdout at most once per event-loop turn (frames Node need not act on
+ * may wait up to 1 ms for the next write: "Lazy frames"), never blocking on Node's pipe (see
  * "Output to Node" below).
  *
  * Frames, both ways: u32 length (big-endian, of what follows), u8 type, body; integers big-endian,
@@ -55,8 +56,9 @@
  *                      (how: 0 both sides done, 1 client reset, 2 endpoint reset, 3 closed by Node,
  *                      4 reset by Node, 5 idle timeout, 6 half-close timeout, 7 local error)
  * The 'a', 'd' and 'c' of a connection dialled from a pick may reach Node up to 1 ms late, in one
- * write with other frames ("Lazy frames"). Every accepted connection gets exactly one 'c'. A connection id names its thread (low 6 bits),
- * its slot and the slot's generation, so a late command for a closed connection is ignored.
+ * write with other frames ("Lazy frames"). Every accepted connection gets exactly one 'c'. A
+ * connection id names its thread (low 6 bits), its slot and the slot's generation, so a late
+ * command for a closed connection is ignored.
  *
  * Arguments: --threads N, --max-connections N; --out-max BYTES, a thread's frames waiting for Node
  * past which it stops accepting (default 4 MiB; tests lower it); --lazy-us N, how long a thread
@@ -299,10 +301,11 @@ static void flush(struct buf *b) { flush_from(NULL, b); }
  * Lazy frames. A connection dialled from a pick made ahead needs nothing from Node: its 'a', the
  * 'd' of that dial when it connected and its 'c' (unless Node asked for the close) only keep Node's
  * counts and diagnostics. A turn whose frames are all of that kind keeps them for up to lazy_us
- * (LAZY_US_DEFAULT, 1 ms; or LAZY_BYTES) so that several connections' frames go in one write: at one connection at a
- * time, a write to Node and a wake-up of Node per frame batch was two of each per connection. Any
- * other frame (an error Node must act on, a per-accept 'a', a 'p', an answer to a command) flushes
- * the turn's frames, the lazy ones with it, in order.
+ * (LAZY_US_DEFAULT, 1 ms) or LAZY_BYTES, so that several connections' frames go in one write: at
+ * one connection at a time, a write to Node and a wake-up of Node per frame batch was two of each
+ * per connection. Any other frame (an error Node must act on, a per-accept 'a', a 'p', an answer
+ * to a command) flushes the turn's frames, the lazy ones with it, in order. An 'a' that leaves the
+ * ring half empty or less is not lazy, so that Node hears in time to top the ring up.
  */
 static void lazy_frame(struct thread *t, size_t at) {
   if (t->lazy_len == 0) t->lazy_since_us = now_us();
