@@ -11,7 +11,8 @@
  * timeouts follow core's TCP socket. The main thread reads Node's listener commands from stdin
  * and hands them to the threads; each thread reads the commands for its own connections from a
  * pipe of its own (descriptor 3 + thread index), so a dial costs no hop between threads. Every
- * thread writes its events to stdout once per event-loop turn, never blocking on Node's pipe (see
+ * thread writes its events to stdout at most once per event-loop turn (frames Node need not act on
+ * may wait up to 1 ms for the next write: "Lazy frames"), never blocking on Node's pipe (see
  * "Output to Node" below).
  *
  * Frames, both ways: u32 length (big-endian, of what follows), u8 type, body; integers big-endian,
@@ -54,11 +55,14 @@
  *   'c' closed         u64 conn, u64 bytes client->endpoint, u64 bytes endpoint->client, u8 how
  *                      (how: 0 both sides done, 1 client reset, 2 endpoint reset, 3 closed by Node,
  *                      4 reset by Node, 5 idle timeout, 6 half-close timeout, 7 local error)
- * Every accepted connection gets exactly one 'c'. A connection id names its thread (low 6 bits),
- * its slot and the slot's generation, so a late command for a closed connection is ignored.
+ * The 'a', 'd' and 'c' of a connection dialled from a pick may reach Node up to 1 ms late, in one
+ * write with other frames ("Lazy frames"). Every accepted connection gets exactly one 'c'. A
+ * connection id names its thread (low 6 bits), its slot and the slot's generation, so a late
+ * command for a closed connection is ignored.
  *
  * Arguments: --threads N, --max-connections N; --out-max BYTES, a thread's frames waiting for Node
- * past which it stops accepting (default 4 MiB; tests lower it).
+ * past which it stops accepting (default 4 MiB; tests lower it); --lazy-us N, how long a thread
+ * keeps frames Node need not act on before it writes them (default 1000; see "Lazy frames").
  *
  * Built with: cc -O2 -Wall -Wextra -Werror -pthread
  */
@@ -91,6 +95,8 @@
 #define BACKOFF_MAX_MS 1000
 #define RING 64
 #define OUT_MAX_DEFAULT (4 * 1024 * 1024)
+#define LAZY_US_DEFAULT 1000 /* how long frames Node need not act on may wait for company */
+#define LAZY_BYTES 16384     /* and how many bytes of them */
 
 enum kind { K_LISTENER = 1, K_SIDE, K_WAKE, K_CMD };
 enum state { S_ACCEPTED, S_DIALING, S_RELAY, S_CLOSED, S_HELD };
@@ -122,6 +128,7 @@ struct conn {
   int holding;   /* held by an accept policy ('O'): the client is read into d[0].pend until relaying */
   uint32_t hold_max;
   int rst_armed; /* the client holds SO_LINGER {1, 0}: it is reset if this process dies (held bytes) */
+  int ahead;     /* dialled from a pick made ahead: 1 while that dial runs, 2 once it connected */
   struct conn *next, *prev; /* the thread's relaying connections, for the timeout sweep */
   struct conn *wnext; int rewatch; /* what epoll watches is set once, at the end of the turn */
 };
@@ -161,6 +168,8 @@ struct thread {
   uint64_t turn;             /* event-loop turns so far */
   struct listener *dead_listeners;
   struct buf out;
+  size_t lazy_len;              /* bytes of out that are lazy frames (see "Lazy frames") */
+  int64_t lazy_since_us;        /* when the first of them was written */
   int paused; int64_t resume_ms; int backoff_ms;
   int out_paused;               /* not accepting: too many frames wait for Node (atomic) */
   size_t pending;               /* bytes of frames waiting for Node's pipe (atomic) */
@@ -181,6 +190,12 @@ static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void die(const char *what) {
@@ -248,6 +263,7 @@ static struct chunk *out_head, *out_tail;
 static int out_writing;       /* the writer thread writes out_head outside the lock */
 static size_t main_pending;   /* the main thread's bytes waiting (its answers: never refused) */
 static size_t out_max = OUT_MAX_DEFAULT; /* --out-max BYTES (tests fill it with a few frames) */
+static int64_t lazy_us = LAZY_US_DEFAULT; /* --lazy-us N (tests hold lazy frames for minutes) */
 
 static size_t *pending_of(struct thread *t) { return t != NULL ? &t->pending : &main_pending; }
 
@@ -280,6 +296,28 @@ static void flush_from(struct thread *t, struct buf *b) {
 }
 
 static void flush(struct buf *b) { flush_from(NULL, b); }
+
+/*
+ * Lazy frames. A connection dialled from a pick made ahead needs nothing from Node: its 'a', the
+ * 'd' of that dial when it connected and its 'c' (unless Node asked for the close) only keep Node's
+ * counts and diagnostics. A turn whose frames are all of that kind keeps them for up to lazy_us
+ * (LAZY_US_DEFAULT, 1 ms) or LAZY_BYTES, so that several connections' frames go in one write: at
+ * one connection at a time, a write to Node and a wake-up of Node per frame batch was two of each
+ * per connection. Any other frame (an error Node must act on, a per-accept 'a', a 'p', an answer
+ * to a command) flushes the turn's frames, the lazy ones with it, in order. An 'a' that leaves the
+ * ring half empty or less is not lazy, so that Node hears in time to top the ring up.
+ */
+static void lazy_frame(struct thread *t, size_t at) {
+  if (t->lazy_len == 0) t->lazy_since_us = now_us();
+  t->lazy_len += t->out.len - at;
+}
+
+/* True when the turn's frames go to Node now: some are not lazy, or the lazy ones waited enough. */
+static int flush_due(struct thread *t) {
+  if (t->out.len == 0) return 0;
+  if (t->out.len > t->lazy_len || t->lazy_len >= LAZY_BYTES) return 1;
+  return now_us() - t->lazy_since_us >= lazy_us;
+}
 
 /* True while a thread's frames waiting for Node pass out_max: it accepts no new client. */
 static int out_full(struct thread *t) { return __atomic_load_n(&t->pending, __ATOMIC_RELAXED) >= out_max; }
@@ -420,6 +458,7 @@ static void conn_close(struct thread *t, struct conn *c, int how, int reset_clie
   put64(b, c->d[1].bytes);
   put8(b, (uint8_t)how);
   frame_end(b, at);
+  if (c->ahead == 2 && how != HOW_NODE_CLOSE && how != HOW_NODE_RESET) lazy_frame(t, at);
   if (c->state == S_RELAY) unlink_relaying(t, c);
   /* close(2) removes the descriptors from the epoll set */
   close_fd(c->s[0].fd, reset_client);
@@ -625,6 +664,11 @@ static void reply_dialed(struct thread *t, struct conn *c, int err) {
   put32(b, c->attempt);
   put32(b, (uint32_t)err);
   frame_end(b, at);
+  if (c->ahead == 1 && c->attempt == 1) {
+    /* the pick connected: Node only counts it; it failed: Node's dial schedule takes over */
+    c->ahead = err == 0 ? 2 : 0;
+    if (err == 0) lazy_frame(t, at);
+  }
 }
 
 /* An attempt Node gave up on, or whose deadline passed: reset it, keep the client. */
@@ -901,6 +945,9 @@ static void on_accept(struct thread *t, struct listener *l) {
     put16(b, addr_port(&m.sa));
     put_addr(b, &m.sa);
     frame_end(b, at);
+    /* lazy while Node need not top the ring up yet (it does once a quarter of it was used) */
+    if (l->rcount > l->rcap / 2) lazy_frame(t, at);
+    c->ahead = 1;
     dial(t, c, &m);
   }
 }
@@ -1107,6 +1154,10 @@ static void *loop(void *arg) {
     int64_t wait = next_sweep - now;
     if (t->paused && t->resume_ms - now < wait) wait = t->resume_ms - now;
     if (t->hlen > 0 && t->heap[0].at - now < wait) wait = t->heap[0].at - now;
+    if (t->out.len > 0) { /* lazy frames wait (see flush_due): wake when they are due */
+      int64_t due = (t->lazy_since_us + lazy_us - now_us() + 999) / 1000;
+      if (due < wait) wait = due;
+    }
     if (wait < 0) wait = 0;
     int n = epoll_wait(t->ep, evs, MAX_EVENTS, (int)wait);
     if (n < 0 && errno != EINTR) die("epoll_wait");
@@ -1159,7 +1210,10 @@ static void *loop(void *arg) {
     if (t->hlen > 0 && t->heap[0].at <= now) expire_dials(t, now);
     if (now >= next_sweep) { sweep(t, now); next_sweep = now + 1000; }
     rewatch_all(t);
-    flush_from(t, &t->out);
+    if (flush_due(t)) {
+      flush_from(t, &t->out);
+      t->lazy_len = 0;
+    }
     /* Accepting waits while Node is behind (the writer wakes the thread once it caught up). */
     int full = out_full(t);
     if (full && !t->out_paused) {
@@ -1347,6 +1401,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--threads") == 0) nthreads = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--out-max") == 0 && atol(argv[i + 1]) > 0) out_max = (size_t)atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--lazy-us") == 0 && atol(argv[i + 1]) >= 0) lazy_us = atol(argv[i + 1]);
   }
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;

@@ -12,7 +12,6 @@ import {
 } from '@userspace-proxy/core/sockets';
 import { describe, expect, it } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../core/src/test-support/echo-servers.js';
-import { connectTcp, readToEnd } from '../../core/src/test-support/net-clients.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import { FIRST_RING } from './picks-ahead.js';
@@ -20,6 +19,7 @@ import type { NativeTcpProxySocket } from './proxy-socket-native.js';
 import { PICK_RING } from './relay-protocol.js';
 import {
   HAS_CC,
+  helloThrough,
   picksSettled,
   proxyInTest,
   randomLoopback,
@@ -72,7 +72,6 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', la
   });
   const socket = (await f(ctx)) as NativeTcpProxySocket;
   proxyInTest(socket, ctx, createServiceInfo(ctx, { sessionAffinityType: affinity }), cleanup);
-  const { address: host, port } = socket.addr();
   /** Every helper thread holds the current picks. */
   const settled = (): boolean => picksSettled(socket);
   const change = async (list: string[]): Promise<void> => {
@@ -82,12 +81,7 @@ async function setup(first: string[], affinity: 'None' | 'ClientIP' = 'None', la
     ctx.notifyEndpointsChanged();
     await waitFor(settled, 5000);
   };
-  const hello = async (): Promise<string> => {
-    const c = await connectTcp(port, host);
-    const done = readToEnd(c);
-    c.end('hi');
-    return (await done).data.toString();
-  };
+  const hello = (): Promise<string> => helloThrough(socket);
   return { f, socket, settled, change, hello, learn, drawn };
 }
 
@@ -109,6 +103,8 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     const { f, settled, hello } = await setup([a.endpoint, b.endpoint]);
     await waitFor(settled, 5000);
     for (let i = 0; i < 40; i++) expect(await hello()).toBe('hi');
+    // Their frames reach Node up to a millisecond late (the helper's lazy frames).
+    await waitFor(() => f.counters.accepted === 40, 5000);
     expect(f.counters.dialsAsked).toBe(0);
     expect(f.counters.dialsAhead).toBe(40);
     expect(a.accepted + b.accepted).toBe(40);
@@ -156,6 +152,7 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     learn(); // as a Proxier does after opening the socket, with no endpoints change to report
     for (let i = 0; i < 20; i++) expect(await hello()).toBe('hi');
     expect(a.accepted).toBe(20);
+    await waitFor(() => f.counters.accepted === 20, 5000);
     // The first accept of each thread (two threads) went the per-accept way and refilled its ring.
     expect(f.counters.dialsAsked).toBeLessThanOrEqual(2);
     expect(f.counters.dialsAhead).toBe(20 - f.counters.dialsAsked);
@@ -185,6 +182,7 @@ describe.skipIf(!HAS_CC)('NativeTcpProxySocket picks ahead', () => {
     expect(Math.max(...ring)).toBeGreaterThan(FIRST_RING);
     expect(Math.max(...ring)).toBeLessThanOrEqual(PICK_RING);
     expect(a.accepted + b.accepted).toBe(96);
+    await waitFor(() => f.counters.accepted === 96, 5000);
     // The misses went the per-accept way, counted as asked dials; the rest were dialled ahead.
     expect(f.counters.dialsAhead + f.counters.dialsAsked).toBe(96);
     expect(f.counters.dialsAhead).toBeGreaterThan(0);

@@ -18,6 +18,7 @@ import {
 import { splitHostPort } from '@userspace-proxy/core/sockets';
 import { afterEach } from 'vitest';
 import { startTcpServer, type TcpTestServer } from '../../../core/src/test-support/echo-servers.js';
+import { connectTcp, readToEnd } from '../../../core/src/test-support/net-clients.js';
 
 /**
  * A TCP echo backend on a random loopback address, closed by `cleanup` after the test;
@@ -143,4 +144,15 @@ export function picksSettled(socket: {
 }): boolean {
   const s = socket.picksAhead();
   return s?.taken.every((e) => e === s.epoch) ?? false;
+}
+
+/** One short connection through `socket` to an echo backend: "hi" and a FIN; what came back. */
+export async function helloThrough(socket: {
+  addr(): { address: string; port: number };
+}): Promise<string> {
+  const { address: host, port } = socket.addr();
+  const c = await connectTcp(port, host);
+  const done = readToEnd(c);
+  c.end('hi');
+  return (await done).data.toString();
 }
