@@ -12,8 +12,13 @@ import { FakeLoadBalancer } from '../../core/src/test-support/fake-load-balancer
 import { fakeServiceInfo } from '../../core/src/test-support/fake-service-info.js';
 import { spyLogger } from '../../core/src/test-support/spy-logger.js';
 import { waitFor } from '../../core/src/test-support/wait-for.js';
-import { createUserspaceSctpEngine, type SctpAssociation, type SctpEngine } from './index.js';
-import { withSctp } from './proxy-socket-sctp.js';
+import {
+  createUserspaceSctpEngine,
+  type SctpAssociation,
+  type SctpAssociationOptions,
+  type SctpEngine,
+} from './index.js';
+import { SCTP_PROXY_ASSOCIATION_DEFAULTS, withSctp } from './proxy-socket-sctp.js';
 import { closed, collect, randomLoopback, randomPort, sendAll } from './test-support/loopback.js';
 
 const cleanup: Array<() => Promise<unknown>> = [];
@@ -60,9 +65,14 @@ async function backend(
 async function proxy(
   lb: FakeLoadBalancer,
   endpointEncapsulationPort: number,
-  extra: { maxAssociations?: number; logger?: Logger; ownEngine?: boolean } = {},
+  extra: {
+    maxAssociations?: number;
+    logger?: Logger;
+    ownEngine?: boolean;
+    association?: SctpAssociationOptions;
+  } = {},
 ) {
-  const { logger, ownEngine, ...options } = extra;
+  const { logger, ownEngine, association, ...options } = extra;
   const ip = randomLoopback();
   const encapsulationPort = randomPort();
   const base: ProxySocketFactory = () => Promise.reject(new Error('base factory called'));
@@ -70,7 +80,7 @@ async function proxy(
     ...(ownEngine ? {} : { engine: engine() }),
     encapsulationPort,
     endpointEncapsulationPort,
-    association: FAST,
+    association: { ...FAST, ...association },
     ...options,
   });
   const ctx = createSocketContext({
@@ -271,6 +281,27 @@ describe('SctpProxySocket', () => {
     await expect(connect()).rejects.toMatchObject({ code: 'ERR_SCTP_CONNECT' });
     expect(logger.warn).toHaveBeenCalledTimes(1);
     expect(String(logger.warn.mock.calls[0]?.[0])).toContain('refused: 1 associations');
+  });
+
+  it('advertises a 1 MiB window to clients by default (a 256 KiB one ran dry under load), or the one asked for', async () => {
+    const peerWindow = (a: SctpAssociation): number =>
+      (a as unknown as { sender: { peerRwnd: number } }).sender.peerRwnd;
+    expect(SCTP_PROXY_ASSOCIATION_DEFAULTS).toMatchObject({
+      receiveWindow: 1 << 20,
+      sendHighWaterMark: 1 << 20,
+      maxMessageBytes: 256 * 1024,
+    });
+    const ep = randomPort();
+    const b = await backend(1, ep);
+    const lb = () => new FakeLoadBalancer({ [key]: [b.endpoint] });
+    const byDefault = await (await proxy(lb(), ep)).connect();
+    expect(peerWindow(byDefault)).toBe(1 << 20);
+    const asked = await (
+      await proxy(lb(), ep, { association: { receiveWindow: 64 * 1024 } })
+    ).connect();
+    expect(peerWindow(asked)).toBe(64 * 1024);
+    byDefault.abort();
+    asked.abort();
   });
 
   it('hands every other protocol to the base factory', async () => {

@@ -57,7 +57,8 @@ export interface SctpProxySocketOptions {
   /**
    * Parameters of both associations of a relay. They bound what one relay buffers: per direction
    * at most `sendHighWaterMark` queued plus `receiveWindow + maxMessageBytes` held. Default
-   * 256 KiB each, and an RTO starting at 200 ms so a lost INIT fits the first dial attempt.
+   * {@link SCTP_PROXY_ASSOCIATION_DEFAULTS}: 1 MiB window and high-water mark, 256 KiB messages,
+   * and an RTO starting at 200 ms so a lost INIT fits the first dial attempt.
    */
   readonly association?: SctpAssociationOptions;
   /**
@@ -68,9 +69,15 @@ export interface SctpProxySocketOptions {
   readonly udpIo?: 'node' | 'helper';
 }
 
-const PROXY_ASSOCIATION_DEFAULTS: SctpAssociationOptions = {
-  receiveWindow: 256 * 1024,
-  sendHighWaterMark: 256 * 1024,
+/**
+ * The relay's association defaults. Window and high-water mark are the engine's own 1 MiB: a relay
+ * is a pipeline whose three processes share the cores, and a 256 KiB window ran dry whenever one was
+ * descheduled (64 KiB messages: 8.8–9.8 ms of proxy CPU per MB against 7.7–8.8; docs/sctp.md "Sixth
+ * pass"). A full 1 MiB window (~730 datagrams) fits the 4 MiB UDP receive buffer asked for.
+ */
+export const SCTP_PROXY_ASSOCIATION_DEFAULTS: Readonly<SctpAssociationOptions> = {
+  receiveWindow: 1 << 20,
+  sendHighWaterMark: 1 << 20,
   maxMessageBytes: 256 * 1024,
   rtoInitial: 200,
   rtoMin: 200,
@@ -130,7 +137,7 @@ export class SctpProxySocket implements ProxySocket {
         options.maxAssociationsPerAddress ?? options.maxAssociations ?? 1024,
       connectedEndpointSockets: options.connectedEndpointSockets ?? true,
       dialTimeoutsMs: options.dialTimeoutsMs ?? DEFAULT_PROXY_SOCKET_OPTIONS.dialTimeoutsMs,
-      association: { ...PROXY_ASSOCIATION_DEFAULTS, ...options.association },
+      association: { ...SCTP_PROXY_ASSOCIATION_DEFAULTS, ...options.association },
     };
     const address = ctx.ip ?? '0.0.0.0';
     let listener: SctpListener;

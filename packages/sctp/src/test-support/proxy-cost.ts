@@ -4,7 +4,8 @@
  * figure depends little on how loaded the machine is:
  * `npx tsx --conditions=@userspace-proxy/source packages/sctp/src/test-support/proxy-cost.ts
  *  [--size 65536] [--mb 200 | --messages 1000000] [--direct] [--prof DIR] [--impl DIR] [--count]
- *  [--udp-io node|helper] [--proxy-udp-io node|helper] [--no-gso] [--no-gro]`.
+ *  [--udp-io node|helper] [--proxy-udp-io node|helper] [--no-gso] [--no-gro]
+ *  [--window BYTES] [--hwm BYTES]`.
  * Prints each process's CPU milliseconds per MB (or microseconds per message) and the rate.
  * `--udp-io helper` runs every process's engine on the C UDP helper, `--proxy-udp-io helper` only
  * the proxy's; a process's CPU then includes its helper's (utime + stime from /proc/<pid>/stat),
@@ -35,10 +36,13 @@ const arg = (name: string): string | undefined => {
   return i >= 0 ? process.argv[i + 1] : undefined;
 };
 
-/** The proxy socket's association defaults (proxy-socket-sctp.ts). */
+/**
+ * The proxy socket's association defaults (proxy-socket-sctp.ts); `--window` and `--hwm` set the
+ * relay's receive window and send high-water mark instead (bytes), to compare them in one build.
+ */
 const PROXY_ASSOCIATION = {
-  receiveWindow: 256 * 1024,
-  sendHighWaterMark: 256 * 1024,
+  receiveWindow: Number(arg('--window') ?? 1 << 20),
+  sendHighWaterMark: Number(arg('--hwm') ?? 1 << 20),
   maxMessageBytes: 256 * 1024,
   rtoInitial: 200,
   rtoMin: 200,
@@ -214,7 +218,11 @@ function spawnRole(
   const self = fileURLToPath(import.meta.url);
   const argv = ['--child', role, '--impl-path', impl, '--udp-io-child', udpIo];
   const helperFlags = ['--no-gso', '--no-gro'].filter((f) => process.argv.includes(f));
-  const cp = fork(self, [...argv, ...helperFlags, ...(count ? ['--count'] : [])], {
+  const sizes = ['--window', '--hwm'].flatMap((f) => {
+    const v = arg(f);
+    return v === undefined ? [] : [f, v];
+  });
+  const cp = fork(self, [...argv, ...helperFlags, ...sizes, ...(count ? ['--count'] : [])], {
     execArgv: [...process.execArgv, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
