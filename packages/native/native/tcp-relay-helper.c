@@ -62,7 +62,10 @@
  *
  * Arguments: --threads N, --max-connections N; --out-max BYTES, a thread's frames waiting for Node
  * past which it stops accepting (default 4 MiB; tests lower it); --lazy-us N, how long a thread
- * keeps frames Node need not act on before it writes them (default 1000; see "Lazy frames").
+ * keeps frames Node need not act on before it writes them (default 1000; see "Lazy frames");
+ * --pipe-bytes BYTES, the size a bulk direction's pipe grows to (default 1 MiB; 0 keeps the
+ * kernel's 64 KiB); --pipe-budget BYTES, the most all grown pipes hold together (default: half
+ * the user's pipe-user-pages-soft, 32 MiB on a stock kernel; see "Pipes" above pump()).
  *
  * Built with: cc -O2 -Wall -Wextra -Werror -pthread
  */
@@ -90,6 +93,8 @@
 #define MAX_EVENTS 256
 #define ACCEPTS_PER_TURN 64
 #define PIPE_CHUNK (1 << 16)
+#define PIPE_BULK (1 << 20)
+#define PIPE_MIN_GROWN (1 << 17)
 #define MAX_FRAME (1 << 16)
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -115,6 +120,8 @@ struct side { int kind; int fd; uint32_t events; int index; struct conn *c; };
  */
 struct dir {
   int pr, pw; uint32_t inpipe, pend_off; unsigned char *pend; int eof, shut; uint64_t bytes;
+  uint32_t pipe_sz; /* what one splice into the pipe asks for: its size (PIPE_CHUNK, or grown) */
+  uint32_t grown;   /* bytes of the pipe budget this direction holds (0: the kernel's default) */
   int unread; /* the source was not reported readable since it connected: no read until it is */
   int rdhup;  /* epoll reported the source's FIN (EPOLLRDHUP): a short read after it is the end */
 };
@@ -184,6 +191,10 @@ static int nthreads;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int max_conns = 16384, keepalive_ms = 15000, idle_ms = 0, half_ms = 60000;
 static int open_conns;
+/* the grown pipes ("Pipes" above pump()) */
+static uint32_t pipe_bytes = PIPE_BULK; /* --pipe-bytes: 0 never grows */
+static size_t pipe_budget;              /* --pipe-budget, or half of pipe-user-pages-soft */
+static size_t pipe_used;                /* budget held by grown pipes, every thread's (atomic) */
 static int listener_fds; /* listening sockets open, every thread's (atomic) */
 
 static int64_t now_ms(void) {
@@ -466,6 +477,7 @@ static void conn_close(struct thread *t, struct conn *c, int how, int reset_clie
   for (int i = 0; i < 2; i++) {
     if (c->d[i].pr >= 0) close(c->d[i].pr);
     if (c->d[i].pw >= 0) close(c->d[i].pw);
+    if (c->d[i].grown > 0) __atomic_sub_fetch(&pipe_used, c->d[i].grown, __ATOMIC_RELAXED);
     free(c->d[i].pend);
   }
   c->s[0].fd = c->s[1].fd = -1;
@@ -505,6 +517,60 @@ static struct conn *conn_new(struct thread *t, int fd, uint32_t lid) {
   c->s[0].fd = fd;
   t->slots[slot] = c;
   return c;
+}
+
+/*
+ * Pipes. A direction that splices asks for up to its pipe's size in one splice(2) from the
+ * socket and then writes it all with one splice(2) to the other socket. With the kernel's 64 KiB
+ * pipe (16 slots, one per page or skb fragment) that was about 32 KiB a call and two calls per
+ * 64 KiB: 0.28-0.33 s of helper CPU per GB on one stream over loopback. Grown to 1 MiB, each call
+ * moves about 0.5 MiB and the helper spends 0.12-0.16 s/GB (session 14, docs/benchmarks.md):
+ * fewer calls, and fewer, larger TCP sends and window-update ACKs, whose loopback delivery the
+ * sender's softirq pays for. A direction's pipe grows when it turns bulk (a full copy read), so
+ * a short connection never makes one.
+ *
+ * The bytes in a pipe are pages the sockets no longer account for, so the process bounds what the
+ * grown pipes hold together (pipe_budget) and a direction that does not fit takes the largest
+ * power of two from PIPE_MIN_GROWN up that does, or keeps the default pipe. The default budget is
+ * half the user's fs.pipe-user-pages-soft: past that limit an unprivileged user's new pipes get
+ * 2 pages instead of 16, and F_SETPIPE_SZ refuses. A grown pipe gives its share back on close.
+ */
+
+/* Takes `want` bytes of the budget if they fit. */
+static int budget_take(size_t want) {
+  size_t used = __atomic_load_n(&pipe_used, __ATOMIC_RELAXED);
+  do {
+    if (used + want > pipe_budget) return 0;
+  } while (!__atomic_compare_exchange_n(&pipe_used, &used, used + want, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return 1;
+}
+
+/* Grows direction d's new pipe (write end pw) as far as pipe_bytes and the budget allow. */
+static void grow_pipe(struct dir *d) {
+  d->pipe_sz = PIPE_CHUNK;
+  for (uint32_t want = pipe_bytes; want >= PIPE_MIN_GROWN && want > PIPE_CHUNK; want >>= 1) {
+    if (!budget_take(want)) continue;
+    int got = fcntl(d->pw, F_SETPIPE_SZ, (int)want);
+    if (got < (int)want) { /* refused: EPERM past pipe-max-size or the user's limits */
+      __atomic_sub_fetch(&pipe_used, want, __ATOMIC_RELAXED);
+      continue;
+    }
+    d->grown = want;
+    d->pipe_sz = (uint32_t)got;
+    return;
+  }
+}
+
+/* The default budget: half of fs.pipe-user-pages-soft (0 there: no limit, 256 MiB here). */
+static size_t default_pipe_budget(void) {
+  size_t budget = (size_t)256 << 20;
+  FILE *f = fopen("/proc/sys/fs/pipe-user-pages-soft", "r");
+  unsigned long pages = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%lu", &pages) == 1 && pages > 0) budget = pages / 2 * (size_t)sysconf(_SC_PAGESIZE);
+    fclose(f);
+  }
+  return budget;
 }
 
 /*
@@ -550,8 +616,8 @@ static int pump(struct thread *t, struct conn *c, int i) {
     if (drained || d->unread) return 0;
     ssize_t n;
     if (d->pr >= 0) {
-      n = splice(src, NULL, d->pw, NULL, PIPE_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) { d->inpipe = (uint32_t)n; drained = n < PIPE_CHUNK; c->last_ms = now_ms(); continue; }
+      n = splice(src, NULL, d->pw, NULL, d->pipe_sz, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) { d->inpipe = (uint32_t)n; drained = n < d->pipe_sz; c->last_ms = now_ms(); continue; }
     } else {
       n = read(src, t->tbuf, PIPE_CHUNK);
       if (n > 0) {
@@ -578,7 +644,7 @@ static int pump(struct thread *t, struct conn *c, int i) {
         if (n < PIPE_CHUNK) return 0;
         /* a full buffer: bulk from now on, through a pipe (copying goes on if none can be made) */
         int p[2];
-        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) { d->pr = p[0]; d->pw = p[1]; }
+        if (pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0) { d->pr = p[0]; d->pw = p[1]; grow_pipe(d); }
         continue;
       }
     }
@@ -1402,7 +1468,13 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--out-max") == 0 && atol(argv[i + 1]) > 0) out_max = (size_t)atol(argv[i + 1]);
     else if (strcmp(argv[i], "--lazy-us") == 0 && atol(argv[i + 1]) >= 0) lazy_us = atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--pipe-bytes") == 0 && atol(argv[i + 1]) >= 0) pipe_bytes = (uint32_t)atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--pipe-budget") == 0 && atol(argv[i + 1]) >= 0) pipe_budget = (size_t)atol(argv[i + 1]) + 1;
   }
+  /* (stored + 1 while parsing, so 0 given stays apart from not given) */
+  pipe_budget = pipe_budget > 0 ? pipe_budget - 1 : default_pipe_budget();
+  if (pipe_bytes > (1u << 30)) pipe_bytes = 1u << 30;
+  while (pipe_bytes & (pipe_bytes - 1)) pipe_bytes &= pipe_bytes - 1; /* a power of two, as the kernel's */
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
   /* a relayed connection holds up to 6 descriptors (2 sockets, 2 pipes): ask for the hard limit */
