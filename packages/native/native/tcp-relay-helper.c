@@ -1468,12 +1468,12 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--max-connections") == 0) max_conns = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--out-max") == 0 && atol(argv[i + 1]) > 0) out_max = (size_t)atol(argv[i + 1]);
     else if (strcmp(argv[i], "--lazy-us") == 0 && atol(argv[i + 1]) >= 0) lazy_us = atol(argv[i + 1]);
-    else if (strcmp(argv[i], "--pipe-bytes") == 0 && atol(argv[i + 1]) >= 0) pipe_bytes = (uint32_t)atol(argv[i + 1]);
+    else if (strcmp(argv[i], "--pipe-bytes") == 0 && atol(argv[i + 1]) >= 0)
+      pipe_bytes = atol(argv[i + 1]) > (1L << 30) ? 1u << 30 : (uint32_t)atol(argv[i + 1]);
     else if (strcmp(argv[i], "--pipe-budget") == 0 && atol(argv[i + 1]) >= 0) pipe_budget = (size_t)atol(argv[i + 1]) + 1;
   }
   /* (stored + 1 while parsing, so 0 given stays apart from not given) */
   pipe_budget = pipe_budget > 0 ? pipe_budget - 1 : default_pipe_budget();
-  if (pipe_bytes > (1u << 30)) pipe_bytes = 1u << 30;
   while (pipe_bytes & (pipe_bytes - 1)) pipe_bytes &= pipe_bytes - 1; /* a power of two, as the kernel's */
   if (nthreads < 1) nthreads = 1;
   if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
