@@ -5,7 +5,7 @@
  * stream taken from EPOLLRDHUP with a short read. Behaviour around both stays: a refused dial is a
  * failure the schedule retries, a server that speaks first and closes is relayed whole.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import type net from 'node:net';
 import { createProxySocketFactory, servicePortNameString } from '@userspace-proxy/core';
@@ -19,6 +19,7 @@ import { waitFor } from '../../core/src/test-support/wait-for.js';
 import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import {
   HAS_CC,
+  HAS_STRACE,
   proxyInTest,
   randomLoopback,
   startBackend,
@@ -26,7 +27,6 @@ import {
 } from './test-support/native-tests.js';
 
 const cleanup = useCleanup();
-const HAS_STRACE = spawnSync('strace', ['-V']).status === 0;
 /** Why the epoll-registration test is skipped where strace is missing (.ci/run installs it). */
 const NO_STRACE = HAS_STRACE
   ? ''

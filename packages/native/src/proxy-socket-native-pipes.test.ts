@@ -5,7 +5,7 @@
  * that does not fit takes a smaller pipe or the default one, and a closed connection gives its
  * share back; --pipe-bytes 0 never grows. The bytes arrive whole and in order in every case.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +21,7 @@ import { type NativeTcpFactory, withNativeTcp } from './index.js';
 import { buildRelayHelper } from './relay-protocol.js';
 import {
   HAS_CC,
+  HAS_STRACE,
   proxyInTest,
   randomLoopback,
   startBackend,
@@ -28,7 +29,6 @@ import {
 } from './test-support/native-tests.js';
 
 const cleanup = useCleanup();
-const HAS_STRACE = spawnSync('strace', ['-V']).status === 0;
 /** Why the tests that read the helper's fcntl calls skip where strace is missing (.ci/run installs it). */
 const NO_STRACE = HAS_STRACE ? '' : ' (skipped: no strace on this machine to see F_SETPIPE_SZ)';
 const servicePort = { namespace: 'ns', name: 'bulk', port: 'data', protocol: 'TCP' as const };

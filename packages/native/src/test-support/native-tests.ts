@@ -39,6 +39,9 @@ export async function startBackend(
 /** The helpers are compiled with the system C compiler (.ci/run installs gcc); without one tests skip. */
 export const HAS_CC = spawnSync('cc', ['--version']).status === 0;
 
+/** Tests that read the helper's system calls run it under strace (.ci/run installs it); without it they skip. */
+export const HAS_STRACE = spawnSync('strace', ['-V']).status === 0;
+
 /** A list of cleanups run (last first) after each test of the file that calls this. */
 export function useCleanup(): Array<() => unknown> {
   const cleanup: Array<() => unknown> = [];
