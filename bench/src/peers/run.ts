@@ -14,7 +14,7 @@ import {
 } from './measure.js';
 import type { MeasureGroup, PeersResult, SubjectId } from './model.js';
 import { Processes, stopOnExit } from './processes.js';
-import { type RunningPeer, startBackends, startPeer } from './subjects.js';
+import { IDLE_NODE_FLAGS, type RunningPeer, startBackends, startPeer } from './subjects.js';
 import { ensureTools, type Tool, versionOf } from './tools.js';
 
 /** Everything `pnpm bench --peers` can be told. */
@@ -123,9 +123,12 @@ export async function runPeers(opts: PeersOptions): Promise<PeersResult> {
       }
     }
     // A peer restarted for the idle test replaces the old one for every later measurement.
-    const restart = async (old: RunningPeer): Promise<RunningPeer> => {
+    const restart = async (
+      old: RunningPeer,
+      nodeFlags: readonly string[] = [],
+    ): Promise<RunningPeer> => {
       await procs.stop(old.child);
-      const fresh = await startPeer(old.id, procs, box, layout, dir, daemon, notes);
+      const fresh = await startPeer(old.id, procs, box, layout, dir, daemon, notes, nodeFlags);
       if (!fresh) throw new Error(`${old.id} did not come back after its restart`);
       peers.set(old.id, fresh);
       return fresh;
@@ -175,7 +178,7 @@ export async function runPeers(opts: PeersOptions): Promise<PeersResult> {
 }
 
 function methodText(d: Durations): string {
-  return `Each iperf3, wrk and sockperf run lasts ${d.seconds} s; the idle test holds ${d.idleFrom} then ${d.idleTo} connections (${d.idleSettleMs} ms settling); ${os.cpus().length} cores.`;
+  return `Each iperf3, wrk and sockperf run lasts ${d.seconds} s; the idle test holds ${d.idleFrom} then ${d.idleTo} connections (${d.idleSettleMs} ms settling; Node subjects restarted for it with \`node ${IDLE_NODE_FLAGS.join(' ')}\`, so that V8's young generation, sized by the recent allocation rate, stays put between the two readings); ${os.cpus().length} cores.`;
 }
 
 interface PlannedStep {
@@ -190,7 +193,7 @@ function plan(
   ctx: Ctx,
   ok: { iperf: boolean; http: boolean; sockperf: boolean },
   holder: LineChannel,
-  restart: (peer: RunningPeer) => Promise<RunningPeer>,
+  restart: (peer: RunningPeer, nodeFlags?: readonly string[]) => Promise<RunningPeer>,
   notes: string[],
   only: MeasureGroup[],
 ): PlannedStep[] {
@@ -252,10 +255,16 @@ function plan(
   } else skipped('ping', 'sockperf');
   // On a freshly started peer: a process that has held 9 000 connections before keeps its pools
   // (HAProxy's read 3.4 KB per connection once, then 0), so a second measurement would see no growth.
+  // Node subjects run it with their young generation pinned (IDLE_NODE_FLAGS), and are started again
+  // as configured afterwards, so the next repetition's data path runs with the flags users run.
   add('idle RSS', 'idle', proxies, async (_s, address, peer) => {
     if (!peer) return { idleRss: null };
-    const fresh = await restart(peer);
-    return { idleRss: await idleRss(ctx, address, fresh.pid, holder) };
+    const fresh = await restart(peer, IDLE_NODE_FLAGS);
+    try {
+      return { idleRss: await idleRss(ctx, address, fresh.pid, holder) };
+    } finally {
+      await restart(fresh);
+    }
   });
   return steps;
 }
