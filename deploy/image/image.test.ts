@@ -149,6 +149,18 @@ describe.skipIf(reason !== undefined)('the image built by deploy/image/build.sh'
     expect(image.config.User).toBe('65532:65532');
   });
 
+  it('ships the cluster client as one bundle, with its manifest and the bundled packages’ licenses', () => {
+    const dist = join(rootfs, 'opt/userspace-proxy/dist');
+    expect(existsSync(join(dist, 'kubernetes.bundle.js'))).toBe(true);
+    const manifest = JSON.parse(readFileSync(join(dist, 'kubernetes.bundle.json'), 'utf8')) as {
+      digest?: unknown;
+    };
+    expect(typeof manifest.digest).toBe('string');
+    expect(readFileSync(join(dist, 'kubernetes.bundle.licenses.txt'), 'utf8')).toContain(
+      '@kubernetes/client-node',
+    );
+  });
+
   it('carries iptables and conntrack, which work in a network namespace as root', async () => {
     const script =
       'iptables -w 5 -t nat -N KUBE-IMAGE-TEST && iptables -w 5 -t nat -S KUBE-IMAGE-TEST && conntrack --version';
